@@ -1,0 +1,41 @@
+# Two commands set everything up on a fresh machine with only Python: `make quickstart` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# torch/torchvision are pinned as a pair (see README: the CPU 2.13.0 file breaks PyPI's torchvision).
+TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
+EXTRAS ?= all,dev
+OUT ?= outputs/quickstart
+PYTEST_ARGS ?=
+
+.PHONY: venv quickstart test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Reinstall only when the dependency declaration changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]" $(TORCH_PIN)
+	touch $@
+
+venv: $(VENV)/.installed
+
+quickstart: venv
+	$(BIN)/vidlab synth $(OUT)/synthetic.mp4 --frames 240 --fps 24 --width 320 --height 180 --seed 0
+	$(BIN)/vidlab contact-sheet $(OUT)/synthetic.mp4 --out $(OUT)/contact_sheet.png --frames 16
+	@echo "quickstart outputs in $(OUT)/"
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check vidlab generation understanding tests benchmarks demos
+
+test: lint
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/vidlab bench --quick
+
+clean:
+	rm -rf $(VENV) outputs .pytest_cache .ruff_cache

@@ -1,0 +1,26 @@
+"""Comp-Attn for Wan text-to-video: subjects, layouts and planners, SCI, LAM, the attn2 processor.
+
+Public names are imported lazily so ``import generation`` stays cheap (no torch, no diffusers).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+_LAZY = {
+    "plan_layout": "generation.planners",
+    "Layout": "generation.layout",
+    "SubjectLayout": "generation.layout",
+    "subject_token_indices": "generation.subjects",
+    "SubjectNotFoundError": "generation.subjects",
+    "CompAttnConfig": "generation.comp_attn",
+    "apply_comp_attn": "generation.comp_attn",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'generation' has no attribute {name!r}")

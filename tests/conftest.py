@@ -1,0 +1,27 @@
+"""Shared test setup: offline, deterministic, loopback only."""
+
+import os
+
+# Never reach a model hub from tests; every model is built in code.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+# Ray binds the external interface on Linux unless this is 0 (see vidlab.distributed).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import pytest  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    if not has_cuda:
+        skip = pytest.mark.skip(reason="needs a CUDA device")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
