@@ -25,6 +25,7 @@ venv: $(VENV)/.installed
 quickstart: venv
 	$(BIN)/vidlab synth $(OUT)/synthetic.mp4 --frames 240 --fps 24 --width 320 --height 180 --seed 0
 	$(BIN)/vidlab contact-sheet $(OUT)/synthetic.mp4 --out $(OUT)/contact_sheet.png --frames 16
+	$(BIN)/vidlab generate "a red cat on the left of a blue dog" --model tiny --out $(OUT)/generate --attention-maps
 	@echo "quickstart outputs in $(OUT)/"
 
 lint: venv

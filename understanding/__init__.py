@@ -9,6 +9,12 @@ from importlib import import_module
 
 _LAZY = {
     "compute_score": "understanding.reward",
+    "run_episode": "understanding.env",
+    "EpisodeConfig": "understanding.env",
+    "extract_choice": "understanding.protocol",
+    "load_policy": "understanding.policies",
+    "load_benchmark": "understanding.benchmarks",
+    "run_eval": "understanding.evaluate",
 }
 
 __all__ = sorted(_LAZY)

@@ -34,7 +34,9 @@ def preset_path(name_or_path: str | os.PathLike) -> Path:
         if cand.is_file():
             return cand
     known = sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
-    raise ConfigError(f"unknown preset {str(name_or_path)!r}: not a file, and not one of {known} in {CONFIG_DIR}")
+    raise ConfigError(
+        f"unknown preset {str(name_or_path)!r}: not a file, and not one of {known} in {CONFIG_DIR}"
+    )
 
 
 def load_preset(name_or_path: str | os.PathLike) -> dict[str, Any]:
@@ -50,7 +52,9 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} must look like key=value (e.g. steps=4 or lam.enabled=false)")
+            raise ConfigError(
+                f"override {item!r} must look like key=value (e.g. steps=4 or lam.enabled=false)"
+            )
         key, raw = item.split("=", 1)
         value = yaml.safe_load(raw) if raw.strip() else ""
         node = out

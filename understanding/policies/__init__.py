@@ -1,0 +1,120 @@
+"""Policies: what turns a conversation into the next assistant turn, chosen by a spec string.
+
+Specs (``load_policy``):
+  ``hf:PATH_OR_HUB_ID``           a Hugging Face VLM (Qwen2.5-VL, Qwen3-VL) via transformers
+  ``hf-tiny:qwen2_5_vl|qwen3_vl`` a tiny random Qwen-VL built offline (smoke runs; answers are noise)
+  ``openai:URL@MODEL``            an OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1@Qwen/Qwen3-VL-8B-Instruct``
+  ``replay:FILE``                 replays assistant turns from a JSON list / JSONL file (tests, debugging)
+  ``const:LETTER``                always answers LETTER directly (a floor for comparisons)
+  ``pixel:COLOUR``                reads pixels: "is COLOUR visible?", calling uniform_sample while unsure
+Heavy backends are imported only when their spec is used.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from understanding.messages import Policy
+from understanding.policies.errors import (
+    BadResponseError,
+    EndpointError,
+    EndpointTimeout,
+    PolicyError,
+    PolicySpecError,
+)
+
+SCHEMES = ("hf", "hf-tiny", "openai", "replay", "const", "pixel")
+
+__all__ = [
+    "SCHEMES",
+    "BadResponseError",
+    "EndpointError",
+    "EndpointTimeout",
+    "PolicyError",
+    "PolicySpecError",
+    "load_policy",
+    "read_replay_turns",
+]
+
+
+def read_replay_turns(path: str | Path) -> list[Any]:
+    """Assistant turns from a JSON list of strings, or JSONL of strings / ``{"text": ...}`` objects."""
+    p = Path(path)
+    if not p.is_file():
+        raise PolicySpecError(f"replay:{path}", "file not found")
+    raw = p.read_text()
+    try:
+        data = json.loads(raw)
+        rows = data if isinstance(data, list) else [data]
+    except json.JSONDecodeError:
+        try:
+            rows = [json.loads(line) for line in raw.splitlines() if line.strip()]
+        except json.JSONDecodeError as e:
+            raise PolicySpecError(f"replay:{path}", f"neither JSON nor JSONL: {e}") from e
+    turns: list[Any] = []
+    for r in rows:
+        if isinstance(r, dict):
+            r = r.get("text")
+        if isinstance(r, list) and r and all(isinstance(x, str) for x in r):
+            turns.append(r)  # alternatives for one turn (sample j gets alternative j)
+        elif isinstance(r, str):
+            turns.append(r)
+        else:
+            raise PolicySpecError(
+                f"replay:{path}", 'expected strings, lists of strings or {"text": ...} objects'
+            )
+    if not turns:
+        raise PolicySpecError(f"replay:{path}", "the file holds no turns")
+    return turns
+
+
+def load_policy(spec: str, **kw: Any) -> Policy:
+    """Build a policy from ``scheme:rest``; ``kw`` go to the backend's constructor / ``from_pretrained``."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise PolicySpecError(str(spec), f"expected 'scheme:...' with scheme one of {SCHEMES}")
+    scheme, rest = spec.split(":", 1)
+    if not rest:
+        raise PolicySpecError(spec, "nothing after the scheme")
+    if scheme == "hf":
+        from understanding.policies.hf import HFPolicy
+
+        return HFPolicy.from_pretrained(rest, **kw)
+    if scheme == "hf-tiny":
+        from understanding.policies.hf import HFPolicy
+        from understanding.policies.tiny_qwen import KINDS, build_tiny_qwen_vl
+
+        kind, _, seed = rest.partition("@")
+        if kind not in KINDS:
+            raise PolicySpecError(spec, f"tiny model kind must be one of {KINDS}")
+        model, processor = build_tiny_qwen_vl(kind, int(seed or 0))
+        return HFPolicy(model, processor, name=spec, **kw)
+    if scheme == "openai":
+        from understanding.policies.openai_server import OpenAIPolicy
+
+        url, at, model = rest.rpartition("@")
+        if not at or not url or not model:
+            raise PolicySpecError(
+                spec, "expected openai:URL@MODEL, e.g. openai:http://127.0.0.1:8000/v1@my-model"
+            )
+        try:
+            return OpenAIPolicy(url, model, **kw)
+        except ValueError as e:
+            raise PolicySpecError(spec, str(e)) from e
+    if scheme == "replay":
+        from understanding.policies.replay import ReplayPolicy
+
+        return ReplayPolicy(read_replay_turns(rest), **kw)
+    if scheme == "const":
+        from understanding.policies.scripted import ConstantPolicy
+
+        return ConstantPolicy(rest, **kw)
+    if scheme == "pixel":
+        from understanding.policies.scripted import PixelColourPolicy
+
+        try:
+            return PixelColourPolicy(rest, **kw)
+        except ValueError as e:
+            raise PolicySpecError(spec, str(e)) from e
+    raise PolicySpecError(spec, f"unknown scheme {scheme!r}; known: {SCHEMES}")

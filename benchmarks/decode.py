@@ -1,0 +1,317 @@
+"""Decode benchmark: sparse frame access through vidlab's reader versus its peers, side by side in one run.
+
+Files (generated, cached under ~/.cache/vidlab/bench): short and long, h264 GOP 30 and GOP 250. The long
+file is the short one's packets repeated with shifted timestamps (remuxed, not re-encoded), so a
+2-hour video costs seconds to make; its frames carry ``index % chunk`` in their index code.
+Cases: 16 / 32 / 128 frames, uniform (``uniform_indices``) and random (unsorted) indices.
+Peers: decord ``get_batch`` (indices as given; timed in its own block per file, because an open decord
+reader keeps a core busy in background threads); PyAV seeking once per frame (seek to the frame's
+timestamp, decode forward to it); PyAV decoding sequentially from the start to the last requested
+frame (both PyAV peers convert to RGB the way vidlab does); torchcodec if it imports; vidlab ``open_video(path)`` (auto backend). Readers are opened once
+per file (opening is reported separately); every timed call fetches the frames as RGB arrays.
+Also measured: peak RSS of a fresh process reading 32 frames from the long (2-hour) video.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import bench_args, emit_json, print_table, time_side_by_side  # noqa: E402
+
+EPILOG = """examples:
+  python benchmarks/decode.py --quick      # 320x180, short 750 / long 6000 frames, 16 and 32 frames (< 60 s)
+  python benchmarks/decode.py              # 640x360, short 3000 / long 174000 frames (2 h 0 m 50 s at 24 fps)
+"""
+
+# x264 veryfast with a fixed IBBBP pyramid: the B-frame layout of typical streaming encodes (x264's
+# adaptive B placement picks almost none on this synthetic content). Phone recordings often have no
+# B-frames; there vidlab's non-reference skipping has nothing to skip.
+X264_BFRAMES = "bframes=3:b-adapt=0:b-pyramid=normal"
+X264_TAG = "v2"
+CACHE = Path(os.environ.get("VIDLAB_CACHE_DIR", Path.home() / ".cache" / "vidlab")) / "bench"
+FPS = 24
+
+
+def render_chunk(width: int, height: int, frames: int, gop: int) -> Path:
+    """The short benchmark video (cached by its parameters)."""
+    from vidlab.video.synth import render_synthetic
+
+    path = CACHE / f"chunk_{width}x{height}_{frames}f_gop{gop}_{X264_TAG}.mp4"
+    if not path.exists():
+        print(f"rendering {path.name} ...", file=sys.stderr, flush=True)
+        params = f"keyint={gop}:min-keyint={gop}:scenecut=0:{X264_BFRAMES}"
+        render_synthetic(
+            path, frames, fps=FPS, width=width, height=height, seed=11, gop=gop, crf=28, preset="veryfast",
+            num_shapes=4, progress=True, options={"x264-params": params},
+        )  # fmt: skip
+    return path
+
+
+def tile_video(src: Path, repeats: int) -> Path:
+    """Repeat ``src``'s packets ``repeats`` times with shifted timestamps into one longer mp4 (no re-encode)."""
+    import av
+
+    dst = src.with_name(f"{src.stem}_x{repeats}.mp4")
+    if dst.exists():
+        return dst
+    print(f"tiling {src.name} x{repeats} -> {dst.name} ...", file=sys.stderr, flush=True)
+    inp = av.open(str(src))
+    ist = inp.streams.video[0]
+    packets = [(p.pts, p.dts, p.is_keyframe, bytes(p), p.duration) for p in inp.demux(ist) if p.size]
+    span = max(p[0] for p in packets) - min(p[0] for p in packets) + (packets[-1][4] or 1)
+    tmp = dst.with_name(dst.name + ".part")
+    out = av.open(str(tmp), "w", format="mp4")
+    ost = out.add_stream_from_template(ist)
+    for k in range(repeats):
+        for pts, dts, key, data, dur in packets:
+            pk = av.Packet(data)
+            pk.pts, pk.dts = pts + k * span, dts + k * span
+            pk.time_base = ist.time_base
+            pk.duration = dur
+            pk.is_keyframe = key
+            pk.stream = ost
+            out.mux(pk)
+    out.close()
+    inp.close()
+    os.replace(tmp, dst)
+    return dst
+
+
+# peers --------------------------------------------------------------------------------------------
+def _rgb_converter():
+    """Frame -> RGB array through one shared swscale context, as vidlab does, so that the PyAV peers
+    differ from vidlab only in how they seek and decode (``to_ndarray`` per frame is ~20x slower)."""
+    from av.video.reformatter import VideoReformatter
+
+    reformatter = VideoReformatter()
+    return lambda frame: reformatter.reformat(frame, format="rgb24").to_ndarray()
+
+
+class PyAVSeekPerFrame:
+    """The common recipe: for each index seek to its timestamp (backward to a keyframe), decode forward to it."""
+
+    def __init__(self, path: Path):
+        import av
+
+        self.c = av.open(str(path))
+        self.s = self.c.streams.video[0]
+        self.tb = self.s.time_base
+        self.start = self.s.start_time or 0
+        self.rate = Fraction(self.s.average_rate)
+        self.rgb = _rgb_converter()
+
+    def pts_of(self, i: int) -> int:
+        return self.start + int(round(Fraction(i) / self.rate / self.tb))
+
+    def __call__(self, indices) -> np.ndarray:
+        out = []
+        for i in indices:
+            target = self.pts_of(int(i))
+            self.c.seek(target, stream=self.s, backward=True)
+            for f in self.c.decode(self.s):
+                if f.pts is not None and f.pts >= target:
+                    out.append(self.rgb(f))
+                    break
+        return np.stack(out)
+
+
+class PyAVSequential:
+    """Decode from the start to the last requested frame, converting the requested ones."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rgb = _rgb_converter()
+
+    def __call__(self, indices, limit: int | None = None) -> np.ndarray:
+        import av
+
+        want = {int(i) for i in indices}
+        last = max(want) if limit is None else min(max(want), limit)
+        got = {}
+        with av.open(str(self.path)) as c:
+            s = c.streams.video[0]
+            for k, f in enumerate(c.decode(s)):
+                if k in want:
+                    got[k] = self.rgb(f)
+                if k >= last:
+                    break
+        return np.stack([got[int(i)] for i in indices if int(i) in got])
+
+
+def peak_rss(path: Path, backend: str) -> dict:
+    """Peak RSS (MB) of a fresh process that opens ``path`` and reads 32 uniform frames.
+
+    Uses the child's own high-water mark (``VmHWM``): ``ru_maxrss`` would carry the parent's peak over the
+    fork on Linux.
+    """
+    code = (
+        "import json, resource, sys, time\n"
+        "from vidlab.video import open_video, uniform_indices\n"
+        "t = time.perf_counter()\n"
+        f"r = open_video({str(path)!r}, backend={backend!r})\n"
+        "t_open = time.perf_counter() - t\n"
+        "f = r.get_frames(uniform_indices(0, r.num_frames - 1, 32))\n"
+        "t_all = time.perf_counter() - t\n"
+        "hwm = [int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM')]\n"
+        "rss_kb = hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(json.dumps({'rss_mb': rss_kb / 1024,"
+        " 'backend': r.backend, 'frames': r.num_frames, 'shape': list(f.shape),"
+        " 'open_s': t_open, 'total_s': t_all}))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        return {"error": res.stderr.strip().splitlines()[-1:]}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    args = bench_args(__doc__.splitlines()[0], EPILOG, argv)
+    from vidlab.video import available_backends, open_video, uniform_indices
+    from vidlab.video.testing import codes_of
+
+    if args.quick:
+        width, height, chunk, tiles, counts = 320, 180, 750, 8, (16, 32)
+    else:
+        width, height, chunk, tiles, counts = 640, 360, 3000, 58, (16, 32, 128)
+    have = available_backends()
+    t_start = time.perf_counter()
+    files = []
+    for gop in (30, 250):
+        short = render_chunk(width, height, chunk, gop)
+        files += [("short", gop, short), ("long", gop, tile_video(short, tiles))]
+    print(
+        f"# decode benchmark ({'quick' if args.quick else 'full'}): {width}x{height} h264 @ {FPS} fps; short = "
+        f"{chunk} frames ({chunk / FPS:.0f} s), long = {chunk * tiles} frames ({chunk * tiles / FPS / 60:.1f} min)"
+        f"; backends here: {have}",
+        flush=True,
+    )
+    rows, cases = [], []
+    rng = np.random.default_rng(0)
+    for kind, gop, path in files:
+        t0 = time.perf_counter()
+        reader = open_video(path)
+        open_s = {"vidlab": time.perf_counter() - t0}
+        n_frames = reader.num_frames
+        peers: dict = {"pyav-seek": PyAVSeekPerFrame(path)}
+        if "torchcodec" in have:
+            from torchcodec.decoders import VideoDecoder
+
+            t0 = time.perf_counter()
+            dec = VideoDecoder(str(path), seek_mode="exact", dimension_order="NHWC")
+            open_s["torchcodec"] = time.perf_counter() - t0
+            peers["torchcodec"] = lambda idx, dec=dec: dec.get_frames_at(
+                indices=list(map(int, idx))
+            ).data.numpy()
+        # PyAV sequential decodes to the last requested frame, whatever the count: timed once per file on
+        # the largest random case; on files longer than the cap it is timed over `cap` frames and scaled.
+        seq = PyAVSequential(path)
+        cap = 2000 if args.quick else 6000
+        probe_idx = np.sort(rng.choice(n_frames, size=max(counts), replace=False))
+        to_decode = int(probe_idx.max()) + 1
+        t0 = time.perf_counter()
+        seq(probe_idx, limit=cap - 1)
+        seq_s = (time.perf_counter() - t0) * (to_decode / min(to_decode, cap))
+        seq_note = "est" if to_decode > cap else ""
+        plan = []
+        for n in counts:
+            for pattern in ("uniform", "random"):
+                idx = (
+                    uniform_indices(0, n_frames - 1, n)
+                    if pattern == "uniform"
+                    else rng.choice(n_frames, n, False)
+                )
+                plan.append((n, pattern, idx))
+        # vidlab and the PyAV peers alternate round by round within each case
+        timings = []
+        for _n, _pattern, idx in plan:
+            fns = {name: (lambda p=p, idx=idx: p(idx)) for name, p in peers.items()}
+            fns["vidlab"] = lambda idx=idx, reader=reader: reader.get_frames(idx)
+            timings.append(time_side_by_side(fns, repeats=args.repeats, budget_s=args.budget))
+        # decord's reader keeps ~1 core busy in background threads for as long as it is open (measured:
+        # 1.0-1.6 CPU-s per idle second), which would slow whatever runs next on a small machine; so its
+        # calls are timed in a block of their own on the same cases, with no other reader working.
+        if "decord" in have:
+            from vidlab.video.reader import import_decord
+
+            decord = import_decord()
+            t0 = time.perf_counter()
+            vr = decord.VideoReader(str(path), ctx=decord.cpu(0))
+            open_s["decord"] = time.perf_counter() - t0
+            for (_, _, idx), res in zip(plan, timings):
+                fn = {"decord": lambda idx=idx, vr=vr: vr.get_batch(list(map(int, idx))).asnumpy()}
+                res.update(time_side_by_side(fn, repeats=args.repeats, budget_s=args.budget))
+            del vr, fn  # the lambdas hold the reader too: drop both so its threads stop
+            gc.collect()
+        print(
+            f"  {kind} gop{gop}: {n_frames} frames, vidlab backend={reader.backend}; open s {open_s}",
+            flush=True,
+        )
+        for (n, pattern, idx), res in zip(plan, timings):
+            exact = codes_of(reader.get_frames(idx)) == [int(i) % chunk for i in idx]
+            fps = {k: n / v["best"] for k, v in res.items()}
+            fps["pyav-seq"] = n / seq_s
+            best_peer = max((v, k) for k, v in fps.items() if k != "vidlab")
+            row = {
+                "file": kind,
+                "gop": gop,
+                "n": n,
+                "pattern": pattern,
+                **{k: round(v, 1) for k, v in fps.items()},
+                "best_peer": best_peer[1],
+                "vs_best": round(fps["vidlab"] / best_peer[0], 2),
+                "vs_seek": round(fps["vidlab"] / fps["pyav-seek"], 2),
+                "backend": reader.backend,
+                "exact": exact,
+                "seq": seq_note,
+            }
+            rows.append(row)
+            cases.append(row)
+            print(
+                f"    n={n:<3d} {pattern:7s} vidlab {fps['vidlab']:8.1f} f/s  best peer {best_peer[1]} "
+                f"{best_peer[0]:8.1f} f/s  ratio {row['vs_best']:.2f}x  vs seek {row['vs_seek']:.2f}x",
+                flush=True,
+            )
+        reader.close()
+        peers.clear()
+    cols = ["file", "gop", "n", "pattern", "vidlab", *(["decord"] if "decord" in have else []), "pyav-seek",
+            "pyav-seq", *(["torchcodec"] if "torchcodec" in have else []), "best_peer", "vs_best", "vs_seek",
+            "backend", "exact", "seq"]  # fmt: skip
+    print(
+        "\nframes/s (higher is better); vs_best = vidlab / best peer; vs_seek = vidlab / PyAV seek-per-frame;"
+        "\nexact = vidlab's frames carry the asked indices; seq = est: pyav-seq timed on a prefix, scaled"
+    )
+    print_table(rows, cols)
+    long_250 = [p for k, g, p in files if k == "long" and g == 250][0]
+    rss = {b: peak_rss(long_250, b) for b in ("auto", "pyav")}
+    print(f"\npeak RSS reading 32 frames of the long video ({chunk * tiles} frames): {rss}")
+    g250 = [r["vs_seek"] for r in cases if r["gop"] == 250]
+    figures = {
+        "benchmark": "decode",
+        "quick": bool(args.quick),
+        "resolution": f"{width}x{height}",
+        "short_frames": chunk,
+        "long_frames": chunk * tiles,
+        "min_vs_best_peer": min(r["vs_best"] for r in cases),
+        "geomean_vs_best_peer": float(np.exp(np.mean(np.log([r["vs_best"] for r in cases])))),
+        "min_vs_pyav_seek_gop250": min(g250),
+        "all_exact": all(r["exact"] for r in cases),
+        "peak_rss_mb": {k: v.get("rss_mb") for k, v in rss.items()},
+        "wall_s": round(time.perf_counter() - t_start, 1),
+        "cases": cases,
+    }
+    emit_json(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""The Comp-Attn processor for Wan's cross-attention (``blocks[i].attn2``).
+
+When the controller says this call is not modulated (uncond pass, outside LAM's step window, a block not
+selected, no generation running) it hands the call to the original ``WanAttnProcessor`` object untouched, so
+the output is exactly diffusers' own. When LAM is active it computes the same projections, derives the
+subject-column attention and the layout bias (``generation.lam``), and runs diffusers'
+``dispatch_attention_fn`` with the bias as an additive float mask on the processor's own attention backend.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from generation import lam as L
+
+if TYPE_CHECKING:  # pragma: no cover
+    from generation.controller import Controller
+
+# Backends whose kernels take no float mask: LAM cannot run on them.
+_MASKLESS_PREFIXES = ("flash", "_flash", "sage", "_sage", "aiter", "_native_flash", "_native_npu")
+
+
+class CompAttnBackendError(RuntimeError):
+    """LAM needs an additive attention mask, which the selected attention backend does not accept."""
+
+
+def backend_name(backend: Any) -> str:
+    """Name of the backend a processor dispatches to (its own, else diffusers' active default)."""
+    if backend is None:
+        from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+
+        backend = _AttentionBackendRegistry.get_active_backend()[0]
+    return str(getattr(backend, "value", backend))
+
+
+def check_mask_backend(backend: Any) -> None:
+    """Raise ``CompAttnBackendError`` for flash/sage-style backends, which reject masks."""
+    name = backend_name(backend)
+    if name.startswith(_MASKLESS_PREFIXES):
+        raise CompAttnBackendError(
+            f"LAM adds an additive float mask to Wan's cross-attention, which the {name!r} attention backend "
+            "does not accept; use 'native' (PyTorch SDPA), 'flex' or 'xformers' "
+            "(transformer.set_attention_backend(...)), or turn LAM off (lam.enabled=false)"
+        )
+
+
+class CompAttnProcessor:
+    """attn2 processor: exact pass-through unless the controller activates LAM or map capture."""
+
+    def __init__(self, original: Any, controller: Controller, block: int):
+        self.original = original
+        self.controller = controller
+        self.block = block
+
+    # diffusers sets these on every processor (set_attention_backend, context parallel); keep both in step.
+    @property
+    def _attention_backend(self) -> Any:
+        return getattr(self.original, "_attention_backend", None)
+
+    @_attention_backend.setter
+    def _attention_backend(self, value: Any) -> None:
+        self.original._attention_backend = value
+
+    @property
+    def _parallel_config(self) -> Any:
+        return getattr(self.original, "_parallel_config", None)
+
+    @_parallel_config.setter
+    def _parallel_config(self, value: Any) -> None:
+        self.original._parallel_config = value
+
+    def __call__(
+        self,
+        attn: Any,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        rotary_emb: Any = None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
+        ctl = self.controller
+        lam_on = ctl.lam_active(self.block)
+        capture = ctl.capture_active(self.block)
+        if not (lam_on or capture):
+            return self.original(
+                attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs
+            )
+        if attn.add_k_proj is not None:
+            raise RuntimeError("Comp-Attn does not support image-conditioned (I2V) cross-attention")
+        if lam_on and ctl.config.lam.apply == "mask":
+            check_mask_backend(self._attention_backend)
+        targets = ctl.targets_on(hidden_states.device)
+        if hidden_states.shape[1] != targets.masks.shape[1]:
+            raise ValueError(
+                f"the layout masks cover {targets.masks.shape[1]} video tokens but this forward has "
+                f"{hidden_states.shape[1]}: generate with the height/width/frames the layout was rasterised for"
+            )
+        from diffusers.models.transformers.transformer_wan import _get_qkv_projections
+
+        query, key, value = _get_qkv_projections(attn, hidden_states, encoder_hidden_states)
+        query = attn.norm_q(query).unflatten(2, (attn.heads, -1))
+        key = attn.norm_k(key).unflatten(2, (attn.heads, -1))
+        value = value.unflatten(2, (attn.heads, -1))
+        cfg = ctl.config.lam
+        scale = query.shape[-1] ** -0.5
+        if cfg.probe == "fused":
+            sub = L.subject_logits(query, key, targets.cols, scale)
+            probs = L.subject_probs_fused(query, key, targets.cols, self._attention_backend)
+        elif cfg.probe == "logsumexp":
+            sub, lse = L.subject_logits_and_lse(query, key, targets.cols, scale, cfg.chunk_elements)
+            probs = (sub - lse.unsqueeze(-1)).exp()
+        else:
+            raise ValueError(f"unknown lam.probe {cfg.probe!r}; choose one of {L.PROBES}")
+        bias_cols = None
+        if lam_on:
+            out, bias_cols = self._modulated(attn, query, key, value, attention_mask, sub, probs, targets)
+        else:
+            out = self.original(
+                attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs
+            )
+        if capture:
+            ctl.record_map(self.block, L.group_attention(L.biased_probs(probs, bias_cols), targets.groups))
+        return out
+
+    def _modulated(
+        self,
+        attn: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        sub: torch.Tensor,
+        probs: torch.Tensor,
+        targets: L.LamTargets,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """LAM: region -> IoU -> alpha -> additive bias on the subject columns -> dispatched attention."""
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        cfg = self.controller.config.lam
+        region = L.adaptive_region(
+            L.group_attention(probs, targets.groups), targets.frames, cfg.threshold, cfg.threshold_value
+        )
+        iou = L.iou(region, targets.masks)
+        alpha = L.iou_alpha(iou, cfg.alpha_min, cfg.alpha_max)
+        bias_cols = L.column_bias(sub, targets, alpha, cfg.spread)
+        if cfg.apply == "mask":
+            mask = L.full_bias(bias_cols, targets.cols, key.shape[1], query.dtype)
+            if attention_mask is not None:
+                mask = mask + attention_mask
+        elif cfg.apply == "reweight":
+            mask = attention_mask
+        else:
+            raise ValueError(f"unknown lam.apply {cfg.apply!r}; choose one of {L.APPLY_MODES}")
+        out = dispatch_attention_fn(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=0.0,
+            is_causal=False,
+            backend=self._attention_backend,
+            parallel_config=None,
+        )
+        if cfg.apply == "reweight":
+            out = L.reweight_output(out, probs, bias_cols, value, targets.cols)
+        out = out.flatten(2, 3).type_as(query)
+        out = attn.to_out[1](attn.to_out[0](out))
+        self.controller.record_lam(self.block, iou, alpha)
+        return out, bias_cols

@@ -1,0 +1,187 @@
+"""The user API: apply / generate / remove, what SCI and LAM touch, layouts and subjects, clear errors."""
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+
+from generation.comp_attn import CompAttnConfig, CompAttnError, apply_comp_attn
+from generation.layout import Layout, SubjectLayout
+from generation.tiny import build_tiny_pipeline
+
+PROMPT = "a red cat on the left and a blue dog on the right"
+KW = dict(height=64, width=64, num_frames=9, num_inference_steps=4, output_type="latent")
+LAYOUT = Layout(
+    PROMPT,
+    [
+        SubjectLayout("red cat", [(0.0, (0.0, 0.0, 0.5, 1.0)), (1.0, (0.0, 0.25, 0.5, 1.0))]),
+        SubjectLayout("blue dog", [(0.0, (0.5, 0.0, 1.0, 1.0))]),
+    ],
+)
+
+
+@lru_cache(maxsize=2)
+def _pipe(variant="wan2.1"):
+    return build_tiny_pipeline(variant)
+
+
+def _gen(cfg, layout=LAYOUT, pipe=None, **kw):
+    comp = apply_comp_attn(pipe or _pipe(), cfg)
+    try:
+        return comp.generate(
+            PROMPT, layout=layout, generator=torch.Generator().manual_seed(0), **{**KW, **kw}
+        )
+    finally:
+        comp.remove()
+
+
+def test_only_attn2_processors_change_and_remove_restores_everything():
+    pipe = _pipe("wan2.2")
+    trs = [pipe.transformer, pipe.transformer_2]
+    attn1 = [b.attn1.processor for t in trs for b in t.blocks]
+    attn2 = [b.attn2.processor for t in trs for b in t.blocks]
+    comp = apply_comp_attn(pipe, CompAttnConfig())
+    assert [b.attn1.processor for t in trs for b in t.blocks] == attn1
+    new = [b.attn2.processor for t in trs for b in t.blocks]
+    assert all(type(p).__name__ == "CompAttnProcessor" and p.original is o for p, o in zip(new, attn2))
+    assert all(len(t._forward_pre_hooks) == 1 for t in trs)
+    with pytest.raises(CompAttnError, match="already applied"):
+        apply_comp_attn(pipe, CompAttnConfig())
+    comp.remove()
+    assert all(a is b for a, b in zip([b.attn2.processor for t in trs for b in t.blocks], attn2))
+    assert all(len(t._forward_pre_hooks) == 0 for t in trs)
+    apply_comp_attn(pipe).remove()  # can be applied again after remove()
+
+
+def test_image_conditioned_transformers_are_refused():
+    from types import SimpleNamespace
+
+    from generation.tiny import build_tiny_transformer
+
+    tr = build_tiny_transformer(added_kv_proj_dim=24, image_dim=16)
+    with pytest.raises(CompAttnError, match="image"):
+        apply_comp_attn(SimpleNamespace(transformer=tr, scheduler=None), CompAttnConfig())
+    assert type(tr.blocks[0].attn2.processor).__name__ == "WanAttnProcessor"
+
+
+def test_flash_backend_is_refused_when_lam_is_on():
+    pipe = build_tiny_pipeline()
+    for b in pipe.transformer.blocks:
+        b.attn2.processor._attention_backend = "flash"
+    with pytest.raises(Exception, match="flash"):
+        apply_comp_attn(pipe, CompAttnConfig())
+    cfg = CompAttnConfig()
+    cfg.lam.enabled = False
+    apply_comp_attn(pipe, cfg).remove()  # SCI alone needs no mask
+
+
+def test_sci_touches_only_cond_subject_tokens_inside_its_window_and_never_uncond():
+    pipe = _pipe()
+    seen = []
+    comp = apply_comp_attn(pipe, CompAttnConfig())
+    hook = pipe.transformer.register_forward_pre_hook(
+        lambda m, a, k: seen.append(k["encoder_hidden_states"].clone()), with_kwargs=True
+    )
+    try:
+        res = comp.generate(PROMPT, layout=LAYOUT, generator=torch.Generator().manual_seed(0), **KW)
+    finally:
+        hook.remove()
+        comp.remove()
+    with torch.no_grad():
+        cond, uncond = pipe.encode_prompt(PROMPT, max_sequence_length=512)
+    subject_rows = sorted(t for idx in res.token_indices for t in idx)
+    assert len(subject_rows) >= 2
+    for i, e in enumerate(seen):
+        step, is_cond = i // 2, i % 2 == 0
+        if not is_cond:
+            assert torch.equal(e, uncond)  # negative embeddings never touched
+            continue
+        diff = (e - cond)[0].abs().sum(-1)
+        changed = torch.nonzero(diff).flatten().tolist()
+        if res.sci_weights.get(step, 0.0) > 0:
+            assert changed and set(changed) <= set(subject_rows)
+        else:
+            assert changed == []
+    assert res.sci_weights[0] == pytest.approx(0.5) and res.sci_weights[3] == 0.0
+    assert res.sci["pairwise_cosine_after_w1"] < res.sci["pairwise_cosine_before"]
+
+
+def test_lam_window_and_blocks_follow_the_config():
+    cfg = CompAttnConfig()
+    cfg.lam.step_fraction = 0.5
+    cfg.lam.blocks = [1]
+    res = _gen(cfg)
+    assert {e["step"] for e in res.lam_log} == {0, 1}
+    assert {e["block"] for e in res.lam_log} == {1}
+    assert all(0.25 <= a <= 1.0 for e in res.lam_log for a in e["alpha"])
+    with pytest.raises(CompAttnError, match="outside"):
+        cfg.lam.blocks = [7]
+        apply_comp_attn(_pipe(), cfg)
+
+
+def test_lam_moves_attention_into_the_boxes():
+    base = CompAttnConfig(capture_attention=True)
+    base.lam.enabled = False
+    on = CompAttnConfig(capture_attention=True)
+    off_res, on_res = _gen(base), _gen(on)
+    active = [0]  # step_fraction 0.3 of 4 steps
+    off = np.array(off_res.maps.mean_inside_share(active))
+    inside = np.array(on_res.maps.mean_inside_share(active))
+    assert (inside > off + 0.2).all(), (off, inside)
+
+
+def test_attention_maps_are_captured_per_step_and_saved(tmp_path):
+    res = _gen(CompAttnConfig(capture_attention=True), num_inference_steps=2)
+    maps = res.maps
+    assert maps.steps == [0, 1] and maps.map(0).shape == (2, 3, 4, 4)
+    assert np.all(maps.map(1) >= 0)
+    paths = maps.save_png(tmp_path)
+    assert len(paths) == 2 and all(p.stat().st_size > 0 and p.suffix == ".png" for p in paths)
+
+
+def test_layout_from_file_planned_layout_and_subject_selection(tmp_path):
+    path = LAYOUT.save(tmp_path / "layout.json")
+    res = _gen(CompAttnConfig(), layout=str(path), subjects=["blue dog"], num_inference_steps=1)
+    assert res.subjects == ["blue dog"] and len(res.token_indices) == 1
+    planned = _gen(CompAttnConfig(), layout=None, num_inference_steps=1)
+    assert len(planned.subjects) >= 2 and planned.layout is not None
+    with pytest.raises(ValueError, match="no box"):
+        _gen(CompAttnConfig(), subjects=["green frog"], num_inference_steps=1)
+
+
+def test_counted_subjects_share_tokens_and_get_the_union_of_boxes():
+    prompt = "three cats on the grass"
+    layout = Layout(
+        prompt,
+        [
+            SubjectLayout("cats", [(0.0, (0.1 + 0.3 * i, 0.3, 0.3 + 0.3 * i, 0.7))], count_index=i)
+            for i in range(3)
+        ],
+    )
+    comp = apply_comp_attn(_pipe(), CompAttnConfig(capture_attention=True))
+    try:
+        res = comp.generate(
+            prompt,
+            layout=layout,
+            generator=torch.Generator().manual_seed(0),
+            **{**KW, "num_inference_steps": 1},
+        )
+    finally:
+        comp.remove()
+    assert res.token_indices[0] == res.token_indices[1] == res.token_indices[2]
+    assert len(res.maps.names) == 1 and res.sci_weights == {}  # one distinct subject: SCI is a no-op
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(ValueError, match="4k\\+1"):
+        _gen(CompAttnConfig(), num_frames=10)
+    with pytest.raises(ValueError, match="multiples of 16"):
+        _gen(CompAttnConfig(), height=40)
+    with pytest.raises(ValueError, match="prompt_embeds"):
+        _gen(CompAttnConfig(), prompt_embeds=torch.zeros(1, 512, 32))
+    from generation.subjects import SubjectNotFoundError
+
+    bad = Layout("a green frog", [SubjectLayout("green frog", [(0.0, (0.1, 0.1, 0.5, 0.5))])])
+    with pytest.raises(SubjectNotFoundError, match="green frog"):
+        _gen(CompAttnConfig(), layout=bad)

@@ -1,0 +1,133 @@
+"""The attn2 processor: exact pass-through, LAM = masked attention with the layout bias, backend handling."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from generation.comp_attn import CompAttnConfig
+from generation.controller import CallState, Controller
+from generation.lam import build_targets
+from generation.processor import CompAttnBackendError, CompAttnProcessor
+
+
+def _attn(seed=0, dim=24, heads=2):
+    from diffusers.models.transformers.transformer_wan import WanAttention, WanAttnProcessor
+
+    torch.manual_seed(seed)
+    return WanAttention(
+        dim, heads, dim // heads, cross_attention_dim_head=dim // heads, processor=WanAttnProcessor()
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    with torch.no_grad():
+        yield
+
+
+def _setup(lam_on=True, capture=False, **lam):
+    attn = _attn()
+    cfg = CompAttnConfig(capture_attention=capture)
+    for k, v in lam.items():
+        setattr(cfg.lam, k, v)
+    ctl = Controller(cfg, SimpleNamespace(scheduler=None))
+    masks = torch.zeros(2, 2, 2, 2, dtype=torch.bool)
+    masks[0, :, :, 0] = True
+    masks[1, :, 1, :] = True
+    call = CallState(targets=build_targets([[1, 2], [5]], masks))
+    if capture:
+        from generation.attention_maps import AttentionMapStore
+
+        call.maps = AttentionMapStore(["a", "b"], (2, 2, 2), call.targets.masks.numpy())
+    ctl.begin(call)
+    ctl.is_cond, ctl.progress = lam_on, 0.0
+    original = attn.processor
+    proc = CompAttnProcessor(original, ctl, block=0)
+    attn.set_processor(proc)
+    g = torch.Generator().manual_seed(1)
+    x, ctx = torch.randn(2, 8, 24, generator=g), torch.randn(2, 10, 24, generator=g)
+    return attn, original, proc, ctl, x, ctx
+
+
+def test_inactive_call_is_exactly_the_original_processor():
+    attn, original, proc, ctl, x, ctx = _setup(lam_on=False)
+    out = attn(x, ctx)
+    assert torch.equal(out, original(attn, x, ctx))
+    ctl.end()
+    assert torch.equal(attn(x, ctx), out)
+
+
+def test_capture_only_keeps_the_output_exact_and_records_maps():
+    attn, original, proc, ctl, x, ctx = _setup(lam_on=True, capture=True, enabled=False)
+    out = attn(x, ctx)
+    assert torch.equal(out, original(attn, x, ctx))
+    maps = ctl.call.maps
+    assert maps.steps == [0] and maps.map(0).shape == (2, 2, 2, 2)
+
+
+def test_lam_is_softmax_with_the_bias_on_subject_columns():
+    attn, original, proc, ctl, x, ctx = _setup(lam_on=True, capture=True)
+    out = attn(x, ctx)
+    assert not torch.allclose(out, original(attn, x, ctx))
+    # reference: the same projections, dense softmax(q k^T * scale + bias) v, then to_out
+    q = attn.norm_q(attn.to_q(x)).unflatten(2, (2, -1))
+    k = attn.norm_k(attn.to_k(ctx)).unflatten(2, (2, -1))
+    v = attn.to_v(ctx).unflatten(2, (2, -1))
+    logits = torch.einsum("bshd,blhd->bhsl", q, k) * 12**-0.5
+    log = ctl.call.lam_log[-1]
+    assert log["block"] == 0 and len(log["iou"]) == 2
+    from generation import lam as L
+
+    t = ctl.call.targets
+    sub = L.subject_logits(q, k, t.cols, 12**-0.5)
+    probs = torch.softmax(logits, -1)[..., t.cols]
+    iou = L.iou(L.adaptive_region(L.group_attention(probs, t.groups), t.frames), t.masks)
+    bias = L.full_bias(L.column_bias(sub, t, L.iou_alpha(iou, 0.25, 1.0)), t.cols, 10, torch.float32)
+    ref = torch.einsum("bhsl,blhd->bshd", torch.softmax(logits + bias, -1), v).flatten(2)
+    ref = attn.to_out[1](attn.to_out[0](ref))
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    # captured maps are the biased attention: subject 0 mass inside its mask beats the unbiased share
+    m = ctl.call.maps
+    assert m.inside_share()[0][0] > float(L.group_attention(probs, t.groups)[:, 0][:, t.masks[0]].sum() / 2)
+
+
+def test_lam_window_blocks_and_uncond():
+    attn, original, proc, ctl, x, ctx = _setup(lam_on=True, blocks=[1])
+    assert torch.equal(attn(x, ctx), original(attn, x, ctx))  # block 0 not selected
+    ctl.config.lam.blocks = None
+    ctl.progress = 0.5  # beyond step_fraction 0.3
+    assert torch.equal(attn(x, ctx), original(attn, x, ctx))
+    ctl.progress, ctl.is_cond = 0.0, False  # uncond pass
+    assert torch.equal(attn(x, ctx), original(attn, x, ctx))
+    ctl.is_cond = True
+    assert not torch.equal(attn(x, ctx), original(attn, x, ctx))
+
+
+def test_backend_attribute_is_shared_with_the_original_and_flash_is_refused():
+    attn, original, proc, ctl, x, ctx = _setup(lam_on=True)
+    proc._attention_backend = "flex"
+    assert original._attention_backend == "flex"
+    proc._attention_backend = "flash"
+    with pytest.raises(CompAttnBackendError, match="flash"):
+        attn(x, ctx)
+    proc._attention_backend = "native"
+    attn(x, ctx)
+
+
+def test_token_count_mismatch_is_a_clear_error():
+    attn, original, proc, ctl, x, ctx = _setup(lam_on=True)
+    with pytest.raises(ValueError, match="video tokens"):
+        attn(torch.randn(2, 12, 24), ctx)
+
+
+def test_reweight_mode_equals_the_mask_and_runs_without_one():
+    attn, original, proc, ctl, x, ctx = _setup(lam_on=True, capture=True)
+    masked = attn(x, ctx)
+    ctl.config.lam.apply = "reweight"
+    reweighted = attn(x, ctx)
+    torch.testing.assert_close(reweighted, masked, rtol=1e-4, atol=1e-5)
+    assert ctl.call.lam_log[0] == ctl.call.lam_log[1]  # same region, IoU and alpha either way
+    ctl.config.lam.apply = "nope"
+    with pytest.raises(ValueError, match="lam.apply"):
+        attn(x, ctx)

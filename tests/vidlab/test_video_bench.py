@@ -1,0 +1,55 @@
+"""The benchmark helpers: side-by-side timing, table, final JSON line, and the remuxed long-video builder."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root holds benchmarks/
+from benchmarks._common import bench_args, emit_json, print_table, time_side_by_side  # noqa: E402
+from benchmarks.decode import PyAVSeekPerFrame, tile_video  # noqa: E402
+from vidlab.video import open_video  # noqa: E402
+from vidlab.video.synth import render_synthetic  # noqa: E402
+from vidlab.video.testing import codes_of  # noqa: E402
+
+
+def test_time_side_by_side_alternates_and_respects_budget():
+    calls = []
+    res = time_side_by_side(
+        {"slow": lambda: (calls.append("slow"), time.sleep(0.03)), "fast": lambda: calls.append("fast")},
+        repeats=4,
+        budget_s=0.05,
+    )
+    assert calls[:2] == ["slow", "fast"]  # round robin
+    assert res["slow"]["runs"] == 2 and res["fast"]["runs"] == 4  # slow stops once past its budget
+    assert res["slow"]["best"] >= 0.03 > res["fast"]["best"]
+
+
+def test_table_and_json_line(capsys):
+    print_table([{"a": 1.23456, "b": "x"}, {"a": 12345.0}], ["a", "b"])
+    emit_json({"ratio": 1.5})
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert (
+        lines[0].split() == ["a", "b"]
+        and lines[2].split() == ["1.23", "x"]
+        and lines[3].split() == ["12345", "-"]
+    )
+    assert json.loads(lines[-1]) == {"ratio": 1.5}
+    args = bench_args("d", argv=["--quick"])
+    assert args.quick and args.repeats == 5 and args.budget < 1
+
+
+def test_tiled_video_repeats_packets_with_exact_frames(tmp_path):
+    src = render_synthetic(tmp_path / "c.mp4", 40, fps=24, width=64, height=48, gop=20, num_shapes=1)
+    long = tile_video(src, 3)
+    with open_video(long) as r:
+        assert r.num_frames == 120 and r.fps == 24 and r.index.keyframes.tolist() == [0, 20, 40, 60, 80, 100]
+        idx = np.array([119, 0, 41, 80, 79, 60])
+        assert codes_of(r.get_frames(idx)) == (idx % 40).tolist()
+        assert r.duration == 5.0
+    peer = PyAVSeekPerFrame(long)  # the seek-per-frame peer is exact too, so the comparison is fair
+    assert codes_of(peer(idx)) == (idx % 40).tolist()

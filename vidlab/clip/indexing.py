@@ -1,0 +1,197 @@
+"""Index many videos as one resumable job (local or Ray): the engine behind ``vidlab index``."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", ".ts")
+
+
+def collect_videos(inputs: list[str], exts: tuple[str, ...] = VIDEO_EXTS) -> list[Path]:
+    """Videos named by ``inputs``: folders (searched recursively), list files (one path per line), or files."""
+    out: list[Path] = []
+    for raw in inputs:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            out.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in exts))
+        elif p.is_file() and p.suffix.lower() in (".txt", ".lst", ".list"):
+            for line in p.read_text().splitlines():
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    q = Path(line).expanduser()
+                    out.append(q if q.is_absolute() else (p.parent / q))
+        elif p.exists() or p.suffix.lower() in exts:
+            out.append(p)  # a missing video file becomes a recorded failure, not a crash
+        else:
+            raise FileNotFoundError(f"input {raw!r} is not a folder, a list file or a video")
+    seen: set[str] = set()
+    unique = []
+    for q in out:
+        key = str(q.resolve())
+        if key not in seen:
+            seen.add(key)
+            unique.append(q)
+    return unique
+
+
+class IndexWorker:
+    """Stateful job worker: loads the CLIP model once, then builds (or finds) one frame index per item."""
+
+    def __init__(
+        self,
+        model: str,
+        sampling: str,
+        cache_dir: str,
+        device: str = "auto",
+        batch_size: int = 64,
+        torch_threads: int | None = None,
+    ) -> None:
+        import vidlab.video  # noqa: F401 - import everything an item needs now, not on the first item
+
+        from . import frame_index  # noqa: F401
+        from .models import load_model
+        from .sampling import Sampling
+
+        if torch_threads:
+            import torch
+
+            torch.set_num_threads(int(torch_threads))
+        self.model = load_model(model, device=device, batch_size=batch_size)
+        self.sampling = Sampling.parse(sampling)
+        self.cache_dir = cache_dir
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        from .frame_index import FrameIndex
+
+        t0 = time.perf_counter()
+        idx = FrameIndex.build(
+            item["path"], self.model, self.sampling, cache_dir=self.cache_dir, progress=False
+        )
+        return {
+            "video": str(Path(item["path"]).resolve()),
+            "cache_file": idx.path.name,
+            "key": idx.key,
+            "content_id": idx.meta["content_id"],
+            "frames": len(idx),
+            "video_frames": idx.num_frames,
+            "built": bool(idx.meta.get("built")),
+            "seconds": round(time.perf_counter() - t0, 4),
+        }
+
+
+@dataclass
+class IndexReport:
+    """Outcome of indexing a set of videos (what the CLI prints and saves as summary.json)."""
+
+    videos: int
+    indexed: int
+    cached: int
+    failures: int
+    frames: int
+    frames_embedded: int
+    seconds: float
+    frames_per_s: float
+    steady_frames_per_s: float
+    manifest: str
+    job_dir: str
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+def job_dir_for(cache_dir: str | os.PathLike, model_spec: str, sampling: str) -> Path:
+    """Job-record folder for one (model, sampling) pair under the cache folder."""
+    slug = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{model_spec}__{sampling}")[-100:]
+    return Path(cache_dir) / "jobs" / slug
+
+
+def index_videos(
+    videos: list[Path],
+    cache_dir: str | os.PathLike,
+    model: str,
+    sampling: str = "fps=1",
+    backend: str = "local",
+    workers: int = 1,
+    cpus_per_worker: float = 1,
+    gpus_per_worker: float = 0,
+    device: str = "auto",
+    batch_size: int = 64,
+    max_retries: int = 2,
+    torch_threads: int | None = None,
+    job_dir: str | os.PathLike | None = None,
+    progress: bool | None = None,
+) -> IndexReport:
+    """Index ``videos`` into ``cache_dir`` as a resumable job, then (re)write the corpus manifest."""
+    from vidlab.distributed import read_records, run_job
+
+    from .corpus import write_manifest
+    from .models import load_model
+    from .sampling import Sampling
+
+    cache_dir = Path(cache_dir)
+    sampling = Sampling.parse(sampling).spec
+    tag = load_model(model, device="cpu" if device == "auto" else device).tag  # validates the spec up front
+    job = Path(job_dir) if job_dir else job_dir_for(cache_dir, tag, sampling)
+    items = [{"id": str(v.resolve()), "path": str(v)} for v in videos]
+    kwargs = {
+        "model": model,
+        "sampling": sampling,
+        "cache_dir": str(cache_dir.resolve()),
+        "device": device,
+        "batch_size": batch_size,
+        "torch_threads": torch_threads,
+    }
+
+    def cache_intact(item: dict[str, Any], result: dict[str, Any]) -> bool:
+        """A finished video counts only while its cache file is there and passes the integrity check."""
+        from .store import CacheCorruptError, read_arrays
+
+        try:
+            read_arrays(cache_dir / str(result.get("cache_file", "")))
+        except (OSError, CacheCorruptError):
+            return False
+        return True
+
+    summary = run_job(
+        items,
+        IndexWorker,
+        job,
+        backend=backend,
+        num_workers=workers,
+        num_cpus_per_worker=cpus_per_worker,
+        num_gpus_per_worker=gpus_per_worker,
+        max_retries=max_retries,
+        worker_kwargs=kwargs,
+        validate=cache_intact,
+        desc="index videos",
+        progress=progress,
+    )
+    records = read_records(job)
+    wanted = {it["id"] for it in items}
+    ok = [r["result"] for rid, r in records.items() if rid in wanted and r.get("status") == "ok"]
+    failed = [
+        {"id": rid, **{k: v for k, v in r["error"].items() if k != "traceback"}}
+        for rid, r in records.items()
+        if rid in wanted and r.get("status") == "error"
+    ]
+    ok = [r for r in ok if (cache_dir / r["cache_file"]).is_file()]
+    manifest = write_manifest(cache_dir, ok, model, tag, sampling)
+    fresh = [records[rid]["result"] for rid in summary.done_ids if rid in records]
+    embedded = sum(r["frames"] for r in fresh if r.get("built"))
+    return IndexReport(
+        videos=len(items),
+        indexed=sum(1 for r in fresh if r.get("built")),
+        cached=len(ok) - sum(1 for r in fresh if r.get("built")),
+        failures=len(failed),
+        frames=int(sum(r["frames"] for r in ok)),
+        frames_embedded=int(embedded),
+        seconds=summary.seconds,
+        frames_per_s=round(embedded / summary.seconds, 2) if summary.seconds > 0 else 0.0,
+        steady_frames_per_s=round(embedded / max(1e-9, summary.seconds - summary.startup_seconds), 2),
+        manifest=str(manifest),
+        job_dir=str(job),
+        errors=failed,
+    )

@@ -1,0 +1,1 @@
+"""JSON configs of vidlab's built-in CLIP models (registered with open_clip.add_model_config)."""

@@ -1,0 +1,455 @@
+"""open_clip models behind one small interface: load by spec, embed images/texts, save as safetensors.
+
+Specs ``load_model`` accepts:
+- ``"vidlab-tiny"`` / ``"vidlab-small"``: built-in configs registered through open_clip's public
+  ``add_model_config``; random weights from a fixed seed (``"vidlab-tiny:seed3"`` picks another seed).
+  They need no network and serve tests and the toy worlds.
+- ``"ViT-B-32:openai"``: any open_clip architecture with a pretrained tag (downloads in real use) or a
+  ``.safetensors`` file path after the colon; a bare architecture name is randomly initialised.
+- ``"hf-hub:org/name"``: an open_clip model on the Hugging Face hub.
+- ``"/path/to/dir"`` (or ``"local-dir:/path"``): ``open_clip_config.json`` + ``*.safetensors``, as written
+  by :meth:`ClipModel.save`.
+
+``ClipModel.tag`` names the weights (it enters frame-index cache keys): ``arch:seedN`` for random
+weights, ``arch:tag`` for pretrained tags, ``hf-hub:...`` for the hub, and ``arch@<weights fingerprint>``
+for local files, so retrained weights never reuse a stale cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import json
+import logging
+import os
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TINY_MODEL = "vidlab-tiny"
+SMALL_MODEL = "vidlab-small"
+BUILTIN_DIR = Path(__file__).resolve().parent / "model_configs"
+# Bump when the image preprocessing below changes: it is part of every frame-index cache key.
+PREPROCESS_VERSION = "torch-resize-crop-v1"
+CONFIG_NAME = "open_clip_config.json"
+WEIGHTS_NAME = "open_clip_model.safetensors"
+_SEED_RE = re.compile(r"^seed(\d+)$")
+
+
+class ModelLoadError(RuntimeError):
+    """A model spec that names something that exists but cannot be loaded (e.g. offline download)."""
+
+
+class UnknownModelError(ValueError):
+    """A model spec naming no known architecture or pretrained tag; the message lists close names."""
+
+
+class MissingWeightsError(FileNotFoundError):
+    """A weights file (or a model directory's safetensors) that is not there."""
+
+
+class QueryTruncatedWarning(UserWarning):
+    """A text longer than the model's context length was truncated before embedding."""
+
+
+_registered = False
+
+
+def register_builtin_configs() -> None:
+    """Add vidlab's small configs to open_clip's registry (public ``add_model_config``); idempotent."""
+    global _registered
+    if _registered:
+        return
+    import open_clip
+
+    if TINY_MODEL not in open_clip.list_models():
+        open_clip.add_model_config(BUILTIN_DIR)
+    _registered = True
+
+
+def builtin_models() -> list[str]:
+    """Names of vidlab's built-in configs (no download needed)."""
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.json"))
+
+
+def _resolve_device(device: str | None) -> str:
+    import torch
+
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(device)
+
+
+def _resolve_precision(precision: str | None, device: str) -> str:
+    if precision in (None, "auto"):
+        return "fp16" if device.startswith("cuda") else "fp32"
+    if precision not in ("fp32", "fp16", "bf16"):
+        raise ValueError(f"precision {precision!r} must be one of auto, fp32, fp16, bf16")
+    if precision != "fp32" and not device.startswith("cuda"):
+        raise ValueError(
+            f"precision {precision!r} is for GPUs; on device {device!r} use fp32 (bf16 is ~5x slower than fp32 "
+            "on this kind of CPU, fp16 matmuls are not accelerated)"
+        )
+    return precision
+
+
+def _close(name: str, choices: Sequence[str], n: int = 5) -> list[str]:
+    lower = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(name.lower(), list(lower), n=n, cutoff=0.5)
+    subs = [c for c in choices if name.lower() in c.lower() and lower.get(c.lower()) not in hits]
+    return [lower[h] for h in hits] + subs[: max(0, n - len(hits))]
+
+
+def _unknown_arch(arch: str, spec: str) -> UnknownModelError:
+    import open_clip
+
+    close = _close(arch, open_clip.list_models())
+    hint = f" Close names: {', '.join(close)}." if close else ""
+    return UnknownModelError(
+        f"unknown model {spec!r}: no open_clip architecture named {arch!r}.{hint} "
+        f"Built-in (no download): {', '.join(builtin_models())}; or pass 'hf-hub:org/name' or a model directory."
+    )
+
+
+class ClipModel:
+    """A loaded open_clip model with batched, no-grad, L2-normalised image and text embedding."""
+
+    def __init__(
+        self,
+        module: Any,
+        tokenizer: Any,
+        tag: str,
+        model_cfg: dict[str, Any] | None,
+        device: str = "cpu",
+        precision: str = "fp32",
+        batch_size: int = 64,
+        spec: str | None = None,
+    ) -> None:
+        self.model = module.eval()
+        self.tokenizer = tokenizer
+        self.tag = tag
+        self.spec = spec or tag
+        self.model_cfg = model_cfg
+        self.device = device
+        self.precision = precision
+        self.batch_size = batch_size
+        self.preprocess_cfg: dict[str, Any] = dict(module.visual.preprocess_cfg)
+        self.dim = int(module.text_projection.shape[1] if hasattr(module, "text_projection") else 0) or int(
+            (model_cfg or {}).get("embed_dim", 0)
+        )
+        if not self.dim:
+            self.dim = int(self.embed_texts([""]).shape[1])
+
+    def __repr__(self) -> str:
+        return f"ClipModel(tag={self.tag!r}, dim={self.dim}, device={self.device!r}, precision={self.precision!r})"
+
+    # ----- identity -------------------------------------------------------------------------
+    @property
+    def image_size(self) -> tuple[int, int]:
+        s = self.preprocess_cfg["size"]
+        return (s, s) if isinstance(s, int) else (int(s[0]), int(s[1]))
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.tokenizer, "context_length", 77))
+
+    @property
+    def preprocess_id(self) -> str:
+        """Preprocessing version + the model's preprocess config; part of frame-index cache keys."""
+        cfg = json.dumps(self.preprocess_cfg, sort_keys=True, default=list)
+        return f"{PREPROCESS_VERSION}:{hashlib.sha256(cfg.encode()).hexdigest()[:12]}"
+
+    def weights_digest(self) -> str:
+        """SHA-256 over the state dict (names, shapes, bytes); use after training to re-tag the model."""
+        h = hashlib.sha256()
+        for name, t in sorted(self.model.state_dict().items()):
+            h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
+            h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    def refresh_tag(self) -> str:
+        """Re-tag after changing the weights in place (e.g. training), so caches keyed by the old tag are not reused."""
+        arch = self.tag.split("@")[0].split(":")[0]
+        self.tag = f"{arch}@{self.weights_digest()[:16]}"
+        return self.tag
+
+    # ----- embedding ------------------------------------------------------------------------
+    def _param_dtype(self):
+        return next(self.model.visual.parameters()).dtype
+
+    def preprocess(self, frames: np.ndarray) -> Any:
+        """uint8 [B, H, W, 3] -> normalised float tensor [B, 3, S, S] on the model's device (torch ops, no PIL)."""
+        import torch
+        import torch.nn.functional as F
+
+        cfg = self.preprocess_cfg
+        th, tw = self.image_size
+        x = torch.from_numpy(np.ascontiguousarray(frames)).to(self.device)
+        x = x.permute(0, 3, 1, 2).float().div_(255.0)
+        h, w = x.shape[-2:]
+        mode = cfg.get("interpolation", "bicubic")
+        mode = mode if mode in ("bicubic", "bilinear", "nearest") else "bicubic"
+        kw = {"antialias": True, "align_corners": False} if mode != "nearest" else {}
+        resize_mode = cfg.get("resize_mode", "shortest")
+        if resize_mode == "squash":
+            x = F.interpolate(x, size=(th, tw), mode=mode, **kw)
+        elif resize_mode == "longest":
+            scale = min(th / h, tw / w)
+            nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
+            x = F.interpolate(x, size=(nh, nw), mode=mode, **kw)
+            fill = float(cfg.get("fill_color", 0)) / 255.0
+            out = torch.full((x.shape[0], 3, th, tw), fill, device=x.device)
+            top, left = (th - nh) // 2, (tw - nw) // 2
+            out[:, :, top : top + nh, left : left + nw] = x
+            x = out
+        else:  # shortest side to the target, then centre crop (open_clip's default eval transform)
+            scale = max(th / h, tw / w)
+            nh, nw = max(th, round(h * scale)), max(tw, round(w * scale))
+            if (nh, nw) != (h, w):
+                x = F.interpolate(x, size=(nh, nw), mode=mode, **kw)
+            top, left = (nh - th) // 2, (nw - tw) // 2
+            x = x[:, :, top : top + th, left : left + tw]
+        x = x.clamp_(0.0, 1.0)
+        mean = torch.tensor(cfg["mean"], device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(cfg["std"], device=x.device).view(1, 3, 1, 1)
+        return ((x - mean) / std).to(self._param_dtype())
+
+    def embed_images(
+        self, frames: np.ndarray | Sequence[Any], batch_size: int | None = None, progress: bool | None = None
+    ) -> np.ndarray:
+        """Images (uint8 [N, H, W, 3] array, or a list of HxWx3 arrays / PIL images) -> float32 [N, D], unit norm."""
+        import torch
+        from tqdm.auto import tqdm
+
+        batches = _image_batches(frames, batch_size or self.batch_size)
+        n = len(frames)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        show = progress if progress is not None else n >= 8 * (batch_size or self.batch_size)
+        done = 0
+        with torch.inference_mode(), tqdm(total=n, desc="embed images", unit="img", disable=not show) as bar:
+            for batch in batches:
+                feats = self.model.encode_image(self.preprocess(batch)).float()
+                feats = torch.nn.functional.normalize(feats, dim=-1)
+                out[done : done + len(batch)] = feats.cpu().numpy()
+                done += len(batch)
+                bar.update(len(batch))
+        return out
+
+    def token_count(self, text: str) -> int:
+        """Number of tokens ``text`` needs including start/end tokens (for the truncation warning)."""
+        tok = self.tokenizer
+        if hasattr(tok, "encode"):
+            return len(tok.encode(text)) + 2
+        inner = getattr(tok, "tokenizer", None)
+        if inner is not None:
+            return len(inner(text)["input_ids"])
+        return 0
+
+    def embed_texts(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool | None = None
+    ) -> np.ndarray:
+        """Texts -> float32 [N, D], unit norm; texts longer than the context are truncated with a warning."""
+        import torch
+        from tqdm.auto import tqdm
+
+        if isinstance(texts, str):
+            raise TypeError("embed_texts takes a list of strings; wrap a single query as [query]")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"embed_texts: item {i} is {type(t).__name__}, not str")
+            n_tok = self.token_count(t)
+            if n_tok > self.context_length:
+                short = t if len(t) <= 60 else t[:57] + "..."
+                warnings.warn(
+                    f"query {short!r} has {n_tok} tokens, more than the model's context of {self.context_length}; "
+                    "it was truncated",
+                    QueryTruncatedWarning,
+                    stacklevel=2,
+                )
+        bs = batch_size or self.batch_size
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        show = progress if progress is not None else len(texts) >= 8 * bs
+        with torch.inference_mode(), tqdm(total=len(texts), desc="embed texts", disable=not show) as bar:
+            for s in range(0, len(texts), bs):
+                tokens = self.tokenizer(texts[s : s + bs]).to(self.device)
+                feats = torch.nn.functional.normalize(self.model.encode_text(tokens).float(), dim=-1)
+                out[s : s + len(tokens)] = feats.cpu().numpy()
+                bar.update(len(tokens))
+        return out
+
+    # ----- persistence ----------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``open_clip_config.json`` + ``open_clip_model.safetensors`` (atomically); load with ``load_model(dir)``."""
+        from safetensors.torch import save_file
+
+        if self.model_cfg is None:
+            raise ModelLoadError(f"cannot save {self.tag!r}: its architecture config is unknown")
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        tmp = d / (WEIGHTS_NAME + ".tmp")
+        save_file(state, str(tmp), metadata={"format": "pt", "vidlab_tag": self.tag})
+        os.replace(tmp, d / WEIGHTS_NAME)
+        cfg = {
+            "model_cfg": self.model_cfg,
+            "preprocess_cfg": self.preprocess_cfg,
+            "vidlab": {"source_tag": self.tag},
+        }
+        tmp = d / (CONFIG_NAME + ".tmp")
+        tmp.write_text(json.dumps(cfg, indent=2, default=list))
+        os.replace(tmp, d / CONFIG_NAME)
+        return d
+
+
+def _image_batches(frames: np.ndarray | Sequence[Any], bs: int):
+    """Yield uint8 [B, H, W, 3] arrays; lists of differently sized images go one by one."""
+    if isinstance(frames, np.ndarray):
+        if frames.ndim == 3:
+            raise ValueError(f"frames has shape {frames.shape}; pass a batch [N, H, W, 3] (use frames[None])")
+        if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
+            raise ValueError(f"frames must be uint8 [N, H, W, 3], got {frames.dtype} {frames.shape}")
+        for s in range(0, len(frames), bs):
+            yield frames[s : s + bs]
+        return
+    arrays = []
+    for i, f in enumerate(frames):
+        a = np.asarray(f.convert("RGB")) if hasattr(f, "convert") else np.asarray(f)
+        if a.ndim != 3 or a.shape[-1] != 3 or a.dtype != np.uint8:
+            raise ValueError(f"frame {i} must be uint8 [H, W, 3], got {a.dtype} {a.shape}")
+        arrays.append(a)
+    start = 0
+    while start < len(arrays):
+        end = start + 1
+        while end < len(arrays) and end - start < bs and arrays[end].shape == arrays[start].shape:
+            end += 1
+        yield np.stack(arrays[start:end])
+        start = end
+
+
+@contextlib.contextmanager
+def _quiet_open_clip():
+    """Silence open_clip's root-logger 'initialized randomly' warning when random weights are what was asked."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def _check_safetensors_file(path: Path, spec: str) -> None:
+    if not path.is_file():
+        raise MissingWeightsError(f"model {spec!r}: weights file {str(path)!r} does not exist")
+    if path.suffix != ".safetensors":
+        raise ModelLoadError(
+            f"model {spec!r}: {str(path)!r} is not a .safetensors file; vidlab never unpickles weight files "
+            "(convert with safetensors.torch.save_file(torch.load(p, weights_only=True), 'w.safetensors'))"
+        )
+
+
+def _weights_tag(arch: str, weights: Path) -> str:
+    from .identity import file_fingerprint
+
+    return f"{arch}@{file_fingerprint(weights)[:16]}"
+
+
+def load_model(
+    spec: str | os.PathLike,
+    device: str | None = "auto",
+    precision: str | None = "auto",
+    batch_size: int = 64,
+    seed: int | None = None,
+) -> ClipModel:
+    """Load a CLIP model by spec (see module docstring); no network for built-ins and local files."""
+    import open_clip
+    import torch
+
+    register_builtin_configs()
+    spec = str(spec)
+    dev = _resolve_device(device)
+    prec = _resolve_precision(precision, dev)
+    local = spec[len("local-dir:") :] if spec.startswith("local-dir:") else spec
+    looks_like_path = (
+        spec.startswith(("local-dir:", "/", "./", "../", "~")) or os.sep in spec and ":" not in spec
+    )
+    if Path(local).expanduser().is_dir() or (looks_like_path and not spec.startswith("hf-hub:")):
+        d = Path(local).expanduser()
+        if not d.is_dir():
+            raise MissingWeightsError(f"model {spec!r}: directory {str(d)!r} does not exist")
+        cfg_path = d / CONFIG_NAME
+        if not cfg_path.is_file():
+            raise MissingWeightsError(
+                f"model {spec!r}: {str(cfg_path)!r} is missing (write it with ClipModel.save)"
+            )
+        shards = sorted(d.glob("*.safetensors"))
+        if not shards:
+            others = [p.name for p in d.iterdir() if p.suffix in (".bin", ".pth", ".pt")]
+            extra = (
+                f" (found {others}: convert them to safetensors; vidlab never unpickles)" if others else ""
+            )
+            raise MissingWeightsError(f"model {spec!r}: no .safetensors weights file in {str(d)!r}{extra}")
+        weights = d / WEIGHTS_NAME if (d / WEIGHTS_NAME).is_file() else shards[0]
+        full_cfg = json.loads(cfg_path.read_text())
+        model_cfg = full_cfg.get("model_cfg")
+        if not isinstance(model_cfg, dict):
+            raise ModelLoadError(f"model {spec!r}: {str(cfg_path)!r} has no 'model_cfg' mapping")
+        module = open_clip.create_model(f"local-dir:{d}", device=dev, precision=prec)
+        tokenizer = open_clip.get_tokenizer(f"local-dir:{d}")
+        arch = full_cfg.get("vidlab", {}).get("source_tag", d.name).split("@")[0].split(":")[0]
+        return ClipModel(
+            module, tokenizer, _weights_tag(arch, weights), model_cfg, dev, prec, batch_size, spec
+        )
+
+    if spec.startswith("hf-hub:"):
+        try:
+            module = open_clip.create_model(spec, device=dev, precision=prec)
+            tokenizer = open_clip.get_tokenizer(spec)
+        except Exception as e:  # network/offline/missing repo
+            raise ModelLoadError(f"model {spec!r}: could not load from the Hugging Face hub: {e}") from e
+        return ClipModel(
+            module, tokenizer, spec, open_clip.get_model_config(spec), dev, prec, batch_size, spec
+        )
+
+    arch, _, pretrained = spec.partition(":")
+    if arch not in open_clip.list_models():
+        raise _unknown_arch(arch, spec)
+    model_cfg = open_clip.get_model_config(arch)
+    tokenizer = open_clip.get_tokenizer(arch)
+    m = _SEED_RE.match(pretrained or "")
+    if not pretrained or m:
+        s = int(m.group(1)) if m else (0 if seed is None else seed)
+        with torch.random.fork_rng(devices=[]), _quiet_open_clip():
+            torch.manual_seed(s)
+            module = open_clip.create_model(arch, device=dev, precision=prec, pretrained_text=False)
+        return ClipModel(module, tokenizer, f"{arch}:seed{s}", model_cfg, dev, prec, batch_size, spec)
+    tags = open_clip.list_pretrained_tags_by_model(arch)
+    if pretrained in tags:
+        try:
+            module = open_clip.create_model(arch, pretrained=pretrained, device=dev, precision=prec)
+        except Exception as e:
+            raise ModelLoadError(
+                f"model {spec!r}: could not fetch pretrained weights {pretrained!r}: {e}"
+            ) from e
+        return ClipModel(module, tokenizer, f"{arch}:{pretrained}", model_cfg, dev, prec, batch_size, spec)
+    looks_like_file = any(c in pretrained for c in "/\\.") or pretrained.endswith(
+        ("safetensors", "bin", "pt", "pth")
+    )
+    if looks_like_file:
+        weights = Path(pretrained).expanduser()
+        _check_safetensors_file(weights, spec)
+        module = open_clip.create_model(arch, pretrained=str(weights), device=dev, precision=prec)
+        return ClipModel(
+            module, tokenizer, _weights_tag(arch, weights), model_cfg, dev, prec, batch_size, spec
+        )
+    close = _close(pretrained, tags)
+    raise UnknownModelError(
+        f"unknown model {spec!r}: {arch!r} has no pretrained tag {pretrained!r}. "
+        f"Close: {', '.join(close) or '-'}; all tags: {', '.join(tags) or '(none)'}; or use 'seedN' for random weights."
+    )

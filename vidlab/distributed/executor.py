@@ -1,0 +1,224 @@
+"""``run_job``: run a stateful worker over items on the ``local`` or ``ray`` backend, resumably.
+
+Contract: ``items`` are dicts with a unique ``"id"``; ``worker_cls(**worker_kwargs)`` is built once per
+worker (it loads its model once); ``worker.process(item)`` returns a JSON-serialisable dict. Every item
+ends with one record in ``out_dir/results.jsonl`` (see :mod:`.records`): ``ok`` with the result, or
+``error`` with type, message and attempts after ``max_retries`` retries. A rerun skips ids that have an
+``ok`` record (if ``validate(item, result)`` is given, only when it also returns true: the output still
+exists and is intact) and items where ``is_done(item)`` is true; it retries the failed ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .records import RecordWriter, read_records
+
+
+class JobConfigError(ValueError):
+    """Bad arguments to ``run_job`` (items without ids, duplicate ids, unknown backend...)."""
+
+
+class WorkerInitError(RuntimeError):
+    """The worker class could not be constructed (e.g. its model failed to load); nothing was processed."""
+
+
+@dataclass
+class JobSummary:
+    """What one ``run_job`` call did: counts, wall time, throughput and the errors it recorded.
+
+    ``seconds``/``items_per_s`` are end to end; ``startup_seconds`` is the part spent constructing
+    workers (Ray start, actor start, model loading) before the first item was dispatched.
+    """
+
+    total: int
+    done: int
+    skipped: int
+    failed: int
+    seconds: float
+    items_per_s: float
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    done_ids: list[str] = field(default_factory=list)
+    startup_seconds: float = 0.0
+    backend: str = "local"
+    num_workers: int = 1
+    out_dir: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.total} items: {self.done} done, {self.skipped} skipped, {self.failed} failed "
+            f"in {self.seconds:.2f}s ({self.items_per_s:.2f} items/s, backend={self.backend}, workers={self.num_workers})"
+        )
+
+
+def _check_items(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or "id" not in item:
+            raise JobConfigError(f"item {i} must be a dict with an 'id' key, got {item!r:.80}")
+        rid = str(item["id"])
+        if rid in seen:
+            raise JobConfigError(f"duplicate item id {rid!r}: ids must be unique so reruns can resume")
+        seen.add(rid)
+        out.append(item)
+    return out
+
+
+def _error_info(exc: BaseException, attempts: int) -> dict[str, Any]:
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "attempts": attempts,
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
+    }
+
+
+def _checked_result(result: Any) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        raise TypeError(f"worker.process must return a dict, got {type(result).__name__}")
+    json.dumps(result)  # TypeError here if not JSON-serialisable: recorded as the item's failure
+    return result
+
+
+class _Recorder:
+    """Writes records and accumulates the summary counters."""
+
+    def __init__(self, writer: RecordWriter, bar: Any) -> None:
+        self.writer = writer
+        self.bar = bar
+        self.done = 0
+        self.failed = 0
+        self.errors: list[dict[str, Any]] = []
+        self.done_ids: list[str] = []
+        self.t0 = time.perf_counter()
+        self.startup_s = 0.0
+
+    def workers_ready(self) -> None:
+        """Mark the end of worker construction (model loading), so throughput can exclude it."""
+        self.startup_s = time.perf_counter() - self.t0
+
+    def ok(self, item: dict[str, Any], result: dict[str, Any], attempts: int) -> None:
+        self.writer.write({"id": str(item["id"]), "status": "ok", "result": result, "attempts": attempts})
+        self.done += 1
+        self.done_ids.append(str(item["id"]))
+        self.bar.update(1)
+
+    def error(self, item: dict[str, Any], exc: BaseException, attempts: int) -> None:
+        info = _error_info(exc, attempts)
+        self.writer.write({"id": str(item["id"]), "status": "error", "error": info, "item": item})
+        self.failed += 1
+        self.errors.append({"id": str(item["id"]), **{k: v for k, v in info.items() if k != "traceback"}})
+        self.bar.update(1)
+        self.bar.set_postfix(failed=self.failed)
+
+
+def run_job(
+    items: Sequence[dict[str, Any]],
+    worker_cls: type,
+    out_dir: str | os.PathLike,
+    backend: str = "local",
+    num_workers: int = 1,
+    num_cpus_per_worker: float = 1,
+    num_gpus_per_worker: float = 0,
+    max_retries: int = 2,
+    worker_kwargs: dict[str, Any] | None = None,
+    is_done: Callable[[dict[str, Any]], bool] | None = None,
+    validate: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+    desc: str = "job",
+    progress: bool | None = None,
+    name: str | None = None,
+) -> JobSummary:
+    """Process ``items`` with ``worker_cls`` on ``backend``; resumable, retrying, one record per item."""
+    from tqdm.auto import tqdm
+
+    if backend not in ("local", "ray"):
+        raise JobConfigError(f"backend must be 'local' or 'ray', got {backend!r}")
+    if num_workers < 1 or max_retries < 0:
+        raise JobConfigError(f"need num_workers >= 1 and max_retries >= 0, got {num_workers}, {max_retries}")
+    if backend == "local" and num_workers > 1:
+        warnings.warn(
+            f"the local backend runs one in-process worker; num_workers={num_workers} needs backend='ray'",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    items = _check_items(items)
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    with RecordWriter(out) as writer:
+        previous = read_records(out)
+
+        def finished(it: dict[str, Any]) -> bool:
+            rec = previous.get(str(it["id"]), {})
+            if rec.get("status") == "ok" and (validate is None or validate(it, rec.get("result") or {})):
+                return True
+            return bool(is_done and is_done(it))
+
+        pending = [it for it in items if not finished(it)]
+        skipped = len(items) - len(pending)
+        with tqdm(total=len(pending), desc=desc, unit="item", disable=progress is False) as bar:
+            rec = _Recorder(writer, bar)
+            rec.t0 = t0
+            if pending and backend == "local":
+                _run_local(pending, worker_cls, worker_kwargs or {}, max_retries, rec)
+            elif pending:
+                from .ray_backend import run_ray
+
+                run_ray(
+                    pending,
+                    worker_cls,
+                    worker_kwargs or {},
+                    max_retries,
+                    rec,
+                    num_workers=num_workers,
+                    num_cpus=num_cpus_per_worker,
+                    num_gpus=num_gpus_per_worker,
+                    name=name or f"vidlab-{out.name}-{os.getpid()}",
+                )
+    seconds = time.perf_counter() - t0
+    return JobSummary(
+        total=len(items),
+        done=rec.done,
+        skipped=skipped,
+        failed=rec.failed,
+        seconds=round(seconds, 4),
+        items_per_s=round((rec.done) / seconds, 4) if seconds > 0 else 0.0,
+        errors=rec.errors,
+        done_ids=rec.done_ids,
+        startup_seconds=round(rec.startup_s, 4),
+        backend=backend,
+        num_workers=num_workers if backend == "ray" else 1,
+        out_dir=str(out),
+    )
+
+
+def _run_local(
+    pending: list[dict[str, Any]], worker_cls: type, kwargs: dict[str, Any], max_retries: int, rec: _Recorder
+) -> None:
+    """In-process: one worker, items in order, each retried up to ``max_retries`` times."""
+    try:
+        worker = worker_cls(**kwargs)
+    except Exception as e:
+        raise WorkerInitError(f"could not construct {worker_cls.__name__}(**{sorted(kwargs)}): {e}") from e
+    rec.workers_ready()
+    for item in pending:
+        for attempt in range(1, max_retries + 2):
+            try:
+                result = _checked_result(worker.process(item))
+            except Exception as e:  # recorded, retried; KeyboardInterrupt still stops the job
+                if attempt > max_retries:
+                    rec.error(item, e, attempt)
+                continue
+            rec.ok(item, result, attempt)
+            break

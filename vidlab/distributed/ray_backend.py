@@ -1,0 +1,140 @@
+"""The Ray backend of ``run_job``: a pool of stateful actors, one item in flight each, with retries.
+
+Address resolution (``ensure_ray``): an already initialised Ray is used as is; ``RAY_ADDRESS`` (set by
+``ray job submit`` or by hand) connects to that cluster; otherwise a local instance starts with
+``num_cpus`` from the caller and no dashboard, bound to loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
+is set before Ray is imported, and ``_node_ip_address=127.0.0.1`` is passed, because on Linux Ray
+otherwise binds the external interface). A worker that raises is retried on any actor; an actor that
+dies (crash, OOM, ``ray.kill``) is replaced and its item retried; after ``max_retries`` the item gets an
+error record and the job goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import deque
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+
+
+def ensure_ray(num_cpus: int | None = None) -> bool:
+    """Initialise Ray if needed (see module docstring); True if this call started it."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address)
+        return True
+    from ray._private import ray_constants
+
+    if ray_constants.ENABLE_RAY_CLUSTER:
+        warnings.warn(
+            "ray was imported before RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 was set; forcing the node IP to loopback",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    ray.init(
+        num_cpus=num_cpus or os.cpu_count() or 1,
+        include_dashboard=False,
+        _node_ip_address=LOOPBACK,
+        log_to_driver=True,
+    )
+    return True
+
+
+class _Host:
+    """Actor body: builds the user's worker once, then serves ``process`` calls."""
+
+    def __init__(self, worker_cls: type, kwargs: dict[str, Any]) -> None:
+        self.worker = worker_cls(**kwargs)
+
+    def ready(self) -> bool:
+        return True
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        from .executor import _checked_result
+
+        return _checked_result(self.worker.process(item))
+
+
+def run_ray(
+    pending: list[dict[str, Any]],
+    worker_cls: type,
+    kwargs: dict[str, Any],
+    max_retries: int,
+    rec: Any,
+    num_workers: int,
+    num_cpus: float,
+    num_gpus: float,
+    name: str,
+) -> None:
+    """Dispatch ``pending`` over ``num_workers`` actors; see the module docstring for failure handling."""
+    started = ensure_ray(num_cpus=max(1, int(num_workers * max(num_cpus, 1))))
+    import ray
+    from ray.exceptions import RayTaskError
+
+    from .executor import WorkerInitError
+
+    remote_host = ray.remote(_Host)
+    generation = [0] * num_workers
+
+    def spawn(i: int) -> Any:
+        actor_name = f"{name}-w{i}-g{generation[i]}"
+        generation[i] += 1
+        return remote_host.options(
+            num_cpus=num_cpus, num_gpus=num_gpus, name=actor_name, max_restarts=0, max_task_retries=0
+        ).remote(worker_cls, kwargs)
+
+    actors = [spawn(i) for i in range(num_workers)]
+    try:
+        try:
+            ray.get([a.ready.remote() for a in actors])
+        except RayTaskError as e:
+            raise WorkerInitError(
+                f"could not construct {worker_cls.__name__} in a Ray actor: {e.cause or e}"
+            ) from e
+        except ray.exceptions.RayActorError as e:
+            raise WorkerInitError(f"could not construct {worker_cls.__name__} in a Ray actor: {e}") from e
+        rec.workers_ready()
+        queue: deque[tuple[dict[str, Any], int]] = deque((item, 0) for item in pending)
+        idle = deque(range(num_workers))
+        inflight: dict[Any, tuple[int, dict[str, Any], int]] = {}
+        while queue or inflight:
+            while queue and idle:
+                i = idle.popleft()
+                item, attempts = queue.popleft()
+                inflight[actors[i].process.remote(item)] = (i, item, attempts + 1)
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            ref = ready[0]
+            i, item, attempts = inflight.pop(ref)
+            try:
+                result = ray.get(ref)
+            except RayTaskError as e:  # the worker raised: the actor is fine
+                exc: BaseException = e.cause if isinstance(e.cause, BaseException) else e
+                idle.append(i)
+            except ray.exceptions.RayError as e:  # the actor died: replace it
+                exc = e
+                ray.kill(actors[i], no_restart=True)
+                actors[i] = spawn(i)
+                idle.append(i)
+            else:
+                rec.ok(item, result, attempts)
+                idle.append(i)
+                continue
+            if attempts > max_retries:
+                rec.error(item, exc, attempts)
+            else:
+                queue.appendleft((item, attempts))
+    finally:
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already dead
+                pass
+        if started:
+            ray.shutdown()

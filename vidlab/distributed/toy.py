@@ -1,0 +1,52 @@
+"""Small workers for tests, demos and benchmarks of the executor (importable by Ray worker processes)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+class EchoWorker:
+    """Returns the item's ``value`` squared; counts its constructions in ``init_dir`` (one file per build)."""
+
+    def __init__(self, init_dir: str | None = None, sleep: float = 0.0) -> None:
+        self.sleep = sleep
+        self.pid = os.getpid()
+        if init_dir:
+            Path(init_dir).mkdir(parents=True, exist_ok=True)
+            (Path(init_dir) / f"init-{self.pid}-{time.monotonic_ns()}").touch()
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        if self.sleep:
+            time.sleep(self.sleep)
+        return {"square": int(item["value"]) ** 2, "pid": self.pid}
+
+
+class FlakyWorker(EchoWorker):
+    """Raises for items whose ``fail`` flag is set unless the file ``fix_file`` exists (a fixable fault);
+    for items with ``hang_once``, the first attempt writes ``marker`` (with the actor name) and sleeps, so
+    a test can ``ray.kill`` the actor mid-item."""
+
+    def __init__(self, init_dir: str | None = None, fix_file: str | None = None, sleep: float = 0.0) -> None:
+        super().__init__(init_dir, sleep)
+        self.fix_file = fix_file
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        if item.get("fail") and not (self.fix_file and Path(self.fix_file).exists()):
+            raise ValueError(f"item {item['id']} failed on purpose")
+        marker = item.get("hang_once")
+        if marker and not Path(marker).exists():
+            name = ""
+            try:
+                import ray
+
+                name = ray.get_runtime_context().get_actor_name() or ""
+            except Exception:  # noqa: BLE001 - not in Ray
+                pass
+            tmp = Path(f"{marker}.tmp")
+            tmp.write_text(name)
+            os.replace(tmp, marker)
+            time.sleep(60)  # killed before this returns
+        return super().process(item)

@@ -1,0 +1,20 @@
+"""vidlab.video: frame-exact video reading (decord / PyAV / torchcodec), writing, synthetic test videos.
+
+Public API: ``open_video``, ``VideoReader``, ``VideoReadError``, ``VideoWriteError``, ``write_video``,
+``uniform_indices``. See vidlab/video/README.md.
+"""
+
+from .errors import VideoReadError, VideoWriteError
+from .reader import VideoReader, available_backends, fit_within, open_video, uniform_indices
+from .writer import write_video
+
+__all__ = [
+    "VideoReadError",
+    "VideoWriteError",
+    "VideoReader",
+    "available_backends",
+    "fit_within",
+    "open_video",
+    "uniform_indices",
+    "write_video",
+]

@@ -1,0 +1,1 @@
+"""Decoder backends behind the VideoReader interface (imported lazily by ``open_video``)."""

@@ -1,0 +1,276 @@
+"""Cheap frame index of a video: every frame's pts and the keyframes, from demuxing packets (no decoding).
+
+This index is the ground truth for frame numbering in vidlab: frame ``i`` is the ``i``-th frame in
+presentation order (sorted pts). It is built once per reader and, for long videos, cached on disk
+keyed by the file's path, size and mtime (``$VIDLAB_CACHE_DIR/video-index``; set
+``VIDLAB_VIDEO_INDEX_CACHE=0`` to disable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from .errors import VideoReadError
+
+INDEX_VERSION = 2
+# Videos with at least this many frames get their index cached on disk (demuxing costs ~5 us/frame).
+CACHE_MIN_FRAMES = 5000
+
+
+@dataclass(frozen=True)
+class StreamIndex:
+    """Frame table of one video stream: frame i has presentation timestamp ``pts[i]`` (time_base units)."""
+
+    path: str
+    stream_index: int
+    pts: np.ndarray  # int64 [N], sorted: frame i -> pts
+    keyframes: np.ndarray  # int64 [K], sorted frame indices of keyframes (always includes 0)
+    time_base: Fraction
+    avg_rate: float  # container's average frame rate (0 if unknown)
+    width: int
+    height: int
+    codec: str
+    pix_fmt: str
+    has_b_frames: bool  # decode order differs from presentation order
+    declared_frames: int  # frames the header claims (0 if unknown); > num_frames for truncated files
+    last_duration: int  # duration of the last frame in time_base units
+    open_gop: bool = False  # frames decoded after a keyframe are shown before it (need the previous GOP)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.pts.shape[0])
+
+    @property
+    def lost_frames(self) -> int:
+        """Frames the header declares but the file does not hold (a truncated file)."""
+        return max(0, self.declared_frames - self.num_frames)
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the first frame's start to the last frame's end."""
+        if self.num_frames == 0:
+            return 0.0
+        return float((int(self.pts[-1]) - int(self.pts[0]) + self.last_duration) * self.time_base)
+
+    @property
+    def vfr(self) -> bool:
+        """True when frame intervals differ by more than one time-base tick (variable frame rate)."""
+        if self.num_frames < 3:
+            return False
+        d = np.diff(self.pts)
+        return bool(d.max() - d.min() > 1)
+
+    @property
+    def fps(self) -> float:
+        """Average rate for constant-rate video; frames / duration for variable-rate video."""
+        if self.avg_rate > 0 and not self.vfr:
+            return float(self.avg_rate)
+        dur = self.duration
+        return float(self.num_frames / dur) if dur > 0 else float(self.avg_rate or 0.0)
+
+    def seconds(self, indices: np.ndarray) -> np.ndarray:
+        """Presentation time in seconds of the given frames, relative to the first frame."""
+        tb = float(self.time_base)
+        return (self.pts[np.asarray(indices, dtype=np.int64)] - self.pts[0]).astype(np.float64) * tb
+
+    def keyframe_of(self, indices: np.ndarray) -> np.ndarray:
+        """For each frame index, the index of the last keyframe at or before it (where decoding starts)."""
+        pos = np.searchsorted(self.keyframes, np.asarray(indices, dtype=np.int64), side="right") - 1
+        return self.keyframes[np.maximum(pos, 0)]
+
+
+def check_path(path: str | os.PathLike) -> Path:
+    """Reject missing paths, directories and empty files with a typed error before any decoder sees them."""
+    p = Path(path)
+    if not p.exists():
+        raise VideoReadError(p, "no such file")
+    if p.is_dir():
+        raise VideoReadError(p, "is a directory, not a video file")
+    if p.stat().st_size == 0:
+        raise VideoReadError(p, "empty file (0 bytes)")
+    return p
+
+
+def _cache_file(p: Path) -> Path | None:
+    if os.environ.get("VIDLAB_VIDEO_INDEX_CACHE", "1") == "0":
+        return None
+    st = p.stat()
+    key = hashlib.sha1(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{INDEX_VERSION}".encode()).hexdigest()
+    root = Path(os.environ.get("VIDLAB_CACHE_DIR", Path.home() / ".cache" / "vidlab")) / "video-index"
+    return root / f"{key}.npz"
+
+
+def _load_cached(cf: Path, path: str) -> StreamIndex | None:
+    try:
+        with np.load(cf, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            return StreamIndex(
+                path=path,
+                pts=z["pts"].astype(np.int64),
+                keyframes=z["keyframes"].astype(np.int64),
+                time_base=Fraction(meta.pop("time_base")),
+                **meta,
+            )
+    except Exception:  # noqa: BLE001 - a bad cache entry is rebuilt
+        return None
+
+
+def _save_cached(cf: Path, idx: StreamIndex) -> None:
+    meta = {
+        "stream_index": idx.stream_index,
+        "time_base": str(idx.time_base),
+        "avg_rate": idx.avg_rate,
+        "width": idx.width,
+        "height": idx.height,
+        "codec": idx.codec,
+        "pix_fmt": idx.pix_fmt,
+        "has_b_frames": idx.has_b_frames,
+        "declared_frames": idx.declared_frames,
+        "last_duration": idx.last_duration,
+        "open_gop": idx.open_gop,
+    }
+    try:
+        cf.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cf.with_name(f"{cf.stem}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, pts=idx.pts, keyframes=idx.keyframes, meta=np.array(json.dumps(meta)))
+        os.replace(tmp, cf)
+    except OSError:
+        pass  # caching is an optimisation only
+
+
+def open_container(p: Path):
+    """Open ``p`` with PyAV and return (container, first video stream), or raise VideoReadError."""
+    import av
+
+    try:
+        container = av.open(str(p), mode="r")
+    except Exception as e:  # noqa: BLE001 - every FFmpeg failure becomes a typed error
+        raise VideoReadError(p, f"not a readable video container (truncated or not a video?): {e}") from e
+    if not container.streams.video:
+        kinds = sorted({s.type for s in container.streams}) or ["none"]
+        container.close()
+        raise VideoReadError(p, f"no video stream (streams present: {', '.join(kinds)})")
+    return container, container.streams.video[0]
+
+
+def drain(stream) -> list:
+    """Frames still held by ``stream``'s decoder (after the last packet or a decoding error)."""
+    try:
+        return list(stream.codec_context.decode(None))
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def _decodable_pts(p: Path) -> np.ndarray:
+    """Pts of the frames that decode cleanly, in order, up to the first damaged packet (then drained).
+
+    The readers stop at the same point, so the index never lists a frame they cannot produce.
+    """
+    container, stream = open_container(p)
+    out: list[int] = []
+
+    def keep(frames):
+        out.extend(int(f.pts) for f in frames if f.pts is not None and not getattr(f, "is_corrupt", False))
+
+    try:
+        for packet in container.demux(stream):
+            try:
+                frames = packet.decode()
+            except Exception:  # noqa: BLE001 - the damage itself: keep what decoded before it
+                keep(drain(stream))
+                break
+            keep(frames)
+    except Exception:  # noqa: BLE001 - demuxing failed: keep what came out
+        keep(drain(stream))
+    finally:
+        container.close()
+    return np.unique(np.asarray(out, dtype=np.int64))
+
+
+def build_index(path: str | os.PathLike, use_cache: bool = True) -> StreamIndex:
+    """Demux the first video stream of ``path`` (no decoding) into a StreamIndex, using the disk cache."""
+    p = check_path(path)
+    cf = _cache_file(p) if use_cache else None
+    if cf is not None and cf.is_file():
+        cached = _load_cached(cf, str(p))
+        if cached is not None:
+            return cached
+    container, stream = open_container(p)
+    try:
+        cc = stream.codec_context
+        pts_list: list[int] = []
+        key_pts: list[int] = []
+        dts_list: list[int] = []
+        last_duration = 0
+        open_gop = False
+        cur_key = None
+        last_end = 0
+        errors = ""
+        try:
+            for packet in container.demux(stream):
+                if packet.size == 0:
+                    continue  # flush packet
+                ts = packet.pts if packet.pts is not None else packet.dts
+                if ts is None:
+                    ts = (pts_list[-1] + max(last_duration, 1)) if pts_list else 0
+                pts_list.append(ts)
+                dts_list.append(packet.dts if packet.dts is not None else ts)
+                if packet.is_keyframe:
+                    key_pts.append(ts)
+                    cur_key = ts
+                elif cur_key is not None and ts < cur_key:
+                    open_gop = True  # a leading picture: shown before the keyframe it follows
+                last_duration = packet.duration or last_duration
+                if packet.pos is not None and packet.pos >= 0:
+                    last_end = max(last_end, packet.pos + packet.size)
+        except Exception as e:  # noqa: BLE001 - a damaged tail: keep what demuxed cleanly
+            errors = f"{type(e).__name__}: {e}"
+        if not pts_list:
+            raise VideoReadError(p, "video stream holds no frames" + (f" ({errors})" if errors else ""))
+        pts = np.unique(np.asarray(pts_list, dtype=np.int64))
+        declared = int(stream.frames or 0)
+        damaged = bool(errors) or declared > pts.size or (last_end > p.stat().st_size)
+        if damaged:
+            # a truncated/damaged file: keep only the frames that really decode (one full decode pass)
+            pts = _decodable_pts(p)
+            if pts.size == 0:
+                raise VideoReadError(p, "no frame of the video stream decodes (damaged or truncated file)")
+            declared = max(declared, len(pts_list))
+        keys = np.searchsorted(pts, np.asarray(sorted(set(key_pts)), dtype=np.int64))
+        keys = np.unique(np.concatenate([[0], keys[keys < len(pts)]])).astype(np.int64)
+        has_b = bool(np.any(np.diff(np.asarray(pts_list, dtype=np.int64)) < 0)) or bool(cc.has_b_frames)
+        tb = stream.time_base or Fraction(1, 1000)
+        if last_duration <= 0:
+            last_duration = int(np.median(np.diff(pts))) if len(pts) > 1 else 1
+            if len(pts) == 1 and stream.average_rate:
+                last_duration = max(1, int(round(1 / (float(stream.average_rate) * float(tb)))))
+        idx = StreamIndex(
+            path=str(p),
+            stream_index=stream.index,
+            pts=pts,
+            keyframes=keys,
+            time_base=Fraction(tb),
+            avg_rate=float(stream.average_rate or 0.0),
+            width=int(cc.width),
+            height=int(cc.height),
+            codec=str(cc.name),
+            pix_fmt=str(cc.pix_fmt or ""),
+            has_b_frames=has_b,
+            declared_frames=declared,
+            last_duration=int(last_duration),
+            open_gop=open_gop,
+            extra={"damaged": True, "demux_error": errors} if damaged else {},
+        )
+    finally:
+        container.close()
+    if cf is not None and idx.num_frames >= CACHE_MIN_FRAMES and not damaged:
+        _save_cached(cf, idx)
+    return idx

@@ -1,0 +1,332 @@
+"""The VideoReader interface, index validation, ``open_video`` with auto backend selection, ``uniform_indices``.
+
+Every backend numbers frames the same way: frame ``i`` is the ``i``-th frame in presentation order,
+as listed by the packet index (:mod:`vidlab.video.probe`). Backends only implement
+``_decode_sorted`` (distinct sorted indices -> frames) and optionally ``_iter``.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .errors import VideoReadError
+from .probe import StreamIndex, build_index
+
+BACKENDS = ("decord", "pyav", "torchcodec")
+
+
+def uniform_indices(start: int, end: int, n: int, unique: bool = False) -> np.ndarray:
+    """``np.linspace(start, end, n)`` truncated to int64, exactly VideoBrain's reference sampling.
+
+    The reference computes ``np.linspace(s, e - 1, k, dtype=int)``, which truncates toward zero (it does
+    not round), so this does the same. ``end`` is inclusive, as in linspace: the initial view is
+    ``uniform_indices(0, total - 1, 16)`` and an interval ``[s, e)`` is ``uniform_indices(s, e - 1, 8)``.
+    With ``unique=True`` repeated indices (when the range holds fewer than ``n`` frames) are dropped,
+    keeping the ascending order.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    idx = np.linspace(start, end, int(n)).astype(np.int64)
+    if unique and idx.size:
+        idx = np.unique(idx) if np.any(np.diff(idx) < 0) else idx[np.concatenate([[True], np.diff(idx) != 0])]
+    return idx
+
+
+def fit_within(width: int, height: int, size: tuple[int, int] | None) -> tuple[int, int]:
+    """Output (w, h) for a frame of ``width x height`` scaled, keeping aspect, to fit within ``size``.
+
+    Frames are only shrunk, never enlarged; each side is at least 1 pixel.
+    """
+    if size is None:
+        return width, height
+    try:
+        bw, bh = int(size[0]), int(size[1])
+    except (TypeError, ValueError, IndexError) as e:
+        raise ValueError(f"size must be (width, height), got {size!r}") from e
+    if bw <= 0 or bh <= 0:
+        raise ValueError(f"size must be positive (width, height), got {size!r}")
+    scale = min(bw / width, bh / height, 1.0)
+    if scale >= 1.0:
+        return width, height
+    return max(1, int(round(width * scale))), max(1, int(round(height * scale)))
+
+
+class VideoReader(ABC):
+    """Frame-exact random access and streaming over one video; use as a context manager."""
+
+    backend: str = "?"
+
+    def __init__(self, path: str | os.PathLike, index: StreamIndex | None = None):
+        self._path = Path(path)
+        self._index = index if index is not None else build_index(path)
+        self._closed = False
+
+    # metadata ---------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def index(self) -> StreamIndex:
+        """The packet index (pts of each frame, keyframes) that defines frame numbering."""
+        return self._index
+
+    @property
+    def num_frames(self) -> int:
+        return self._index.num_frames
+
+    @property
+    def fps(self) -> float:
+        return self._index.fps
+
+    @property
+    def duration(self) -> float:
+        return self._index.duration
+
+    @property
+    def width(self) -> int:
+        return self._index.width
+
+    @property
+    def height(self) -> int:
+        return self._index.height
+
+    @property
+    def codec(self) -> str:
+        return self._index.codec
+
+    @property
+    def lost_frames(self) -> int:
+        """Frames the header declares that the file does not hold (truncated file); 0 when intact."""
+        return self._index.lost_frames
+
+    def metadata(self) -> dict:
+        """Plain-dict summary (JSON-ready) of the video and the backend reading it."""
+        return {
+            "path": str(self.path),
+            "backend": self.backend,
+            "num_frames": self.num_frames,
+            "fps": self.fps,
+            "duration": self.duration,
+            "width": self.width,
+            "height": self.height,
+            "codec": self.codec,
+            "pix_fmt": self._index.pix_fmt,
+            "keyframes": int(self._index.keyframes.size),
+            "vfr": self._index.vfr,
+            "b_frames": self._index.has_b_frames,
+            "lost_frames": self.lost_frames,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({str(self.path)!r}, backend={self.backend!r}, frames={self.num_frames}, "
+            f"{self.width}x{self.height}@{self.fps:.3f}fps, codec={self.codec!r})"
+        )
+
+    # access -----------------------------------------------------------------------------------
+    def check_indices(self, indices: Sequence[int] | np.ndarray | int) -> np.ndarray:
+        """Validate indices: ValueError for an empty or non-integer list, IndexError for out-of-range ones."""
+        arr = np.asarray(indices)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.ndim != 1:
+            raise ValueError(f"indices must be a 1-D list of frame numbers, got shape {arr.shape}")
+        if arr.size == 0:
+            raise ValueError(f"empty index list: ask for at least one frame of {self.path}")
+        if not np.issubdtype(arr.dtype, np.integer):
+            if np.issubdtype(arr.dtype, np.floating) and np.all(np.mod(arr, 1) == 0):
+                arr = arr.astype(np.int64)
+            else:
+                raise ValueError(f"frame indices must be integers, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64, copy=False)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0:
+            raise IndexError(f"frame index {lo} is negative; {self.path} has frames 0..{self.num_frames - 1}")
+        if hi >= self.num_frames:
+            raise IndexError(
+                f"frame index {hi} is out of range; {self.path} has frames 0..{self.num_frames - 1}"
+                + (f" ({self.lost_frames} frames lost to truncation)" if self.lost_frames else "")
+            )
+        return arr
+
+    def get_frames(
+        self, indices: Sequence[int] | np.ndarray, size: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """Frames at ``indices`` as uint8 ``[N, H, W, 3]`` RGB, in the order asked (repeats allowed).
+
+        ``size=(w, h)`` scales each frame at decode time, keeping aspect, to fit within ``w x h``.
+        Each distinct frame is decoded once, in file order, whatever order is asked.
+        """
+        self._check_open()
+        idx = self.check_indices(indices)
+        out_w, out_h = fit_within(self.width, self.height, size)
+        if idx.size == 1 or bool(np.all(np.diff(idx) > 0)):
+            return self._decode_sorted(idx, out_w, out_h)
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        frames = self._decode_sorted(uniq, out_w, out_h)
+        return frames[inverse.reshape(-1)]
+
+    def get_frame(self, index: int, size: tuple[int, int] | None = None) -> np.ndarray:
+        """One frame ``[H, W, 3]``."""
+        return self.get_frames([index], size=size)[0]
+
+    def iter_frames(
+        self, start: int = 0, end: int | None = None, step: int = 1, size: tuple[int, int] | None = None
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(index, frame)`` for ``range(start, end, step)`` streaming, holding a few frames at most."""
+        self._check_open()
+        end = self.num_frames if end is None else int(end)
+        if step < 1:
+            raise ValueError(f"step must be >= 1, got {step}")
+        if start < 0 or end < 0:
+            raise IndexError(f"iter_frames range [{start}, {end}) has a negative bound")
+        if end > self.num_frames:
+            raise IndexError(
+                f"iter_frames end {end} is past the last frame ({self.num_frames}) of {self.path}"
+            )
+        if start >= end:
+            return
+        out_w, out_h = fit_within(self.width, self.height, size)
+        yield from self._iter(int(start), end, int(step), out_w, out_h)
+
+    def timestamps(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Presentation time in seconds of each frame (first frame at 0), float64."""
+        return self._index.seconds(self.check_indices(indices))
+
+    def _iter(self, start: int, end: int, step: int, w: int, h: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Default streaming: decode chunks of the range through ``_decode_sorted``."""
+        chunk = 16
+        rng = np.arange(start, end, step, dtype=np.int64)
+        for k in range(0, rng.size, chunk):
+            part = rng[k : k + chunk]
+            frames = self._decode_sorted(part, w, h)
+            yield from zip(part.tolist(), frames)
+            del frames
+
+    @abstractmethod
+    def _decode_sorted(self, indices: np.ndarray, width: int, height: int) -> np.ndarray:
+        """Decode distinct, increasing, valid ``indices`` into ``[N, height, width, 3]`` uint8."""
+
+    # lifetime ---------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise VideoReadError(self.path, "reader is closed")
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> VideoReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __len__(self) -> int:
+        return self.num_frames
+
+
+def import_decord():
+    """Import decord *after* PyAV: decord loads its own FFmpeg 4 / libvpx / x264 with RTLD_GLOBAL, and when it
+    comes first PyAV's encoders bind to those older libraries (libvpx-vp9 then fails to open)."""
+    import av  # noqa: F401, I001  - must be loaded first
+    import decord
+
+    return decord
+
+
+def available_backends() -> list[str]:
+    """Backends that import here, in preference order (PyAV is always present)."""
+    out = []
+    for name in BACKENDS:
+        try:
+            if name == "decord":
+                import_decord()
+            elif name == "pyav":
+                import av  # noqa: F401
+            else:
+                import torchcodec.decoders  # noqa: F401
+        except Exception:  # noqa: BLE001 - a broken optional install counts as absent
+            continue
+        out.append(name)
+    return out
+
+
+def decord_safe(index: StreamIndex) -> tuple[bool, str]:
+    """Whether decord numbers this file's frames exactly like the packet index; with the reason.
+
+    See README "Backends and how auto chooses" for the measurements behind these rules.
+    """
+    if index.open_gop:
+        return (
+            False,
+            "open GOP (leading frames before keyframes): decord returns wrong frames on random access",
+        )
+    if index.vfr:
+        return False, "variable frame rate: decord is reported inexact on such files (dmlc/decord#54)"
+    if index.lost_frames:
+        return False, "header declares more frames than the file holds: decord can hang (dmlc/decord#373)"
+    return True, "constant frame rate, closed GOP, intact"
+
+
+def auto_backend(index: StreamIndex) -> tuple[str, str]:
+    """Pick the backend for a file; returns ``(name, reason)``.
+
+    Default: PyAV with planned decoding, frame-exact on every tested file type and measured fastest
+    (README "Backends and how auto chooses"). ``VIDLAB_AUTO_BACKEND=decord`` prefers decord where it is installed
+    and :func:`decord_safe` passes (PyAV elsewhere); ``=torchcodec`` prefers torchcodec when it imports.
+    """
+    pref = os.environ.get("VIDLAB_AUTO_BACKEND", "pyav").strip().lower()
+    if pref in ("decord", "torchcodec") and pref in available_backends():  # imports only when preferred
+        if pref == "torchcodec":
+            return "torchcodec", "VIDLAB_AUTO_BACKEND=torchcodec"
+        ok, why = decord_safe(index)
+        return ("decord", why) if ok else ("pyav", why)
+    return "pyav", "planned PyAV decoding (frame-exact on every tested file type, measured fastest)"
+
+
+def open_video(path: str | os.PathLike, backend: str = "auto") -> VideoReader:
+    """Open ``path`` for frame-exact reading with ``backend`` ("auto", "decord", "pyav", "torchcodec").
+
+    Raises VideoReadError (naming the file and the reason) for missing, empty, truncated or
+    non-video files, and ValueError for an unknown backend name.
+    """
+    if backend not in ("auto", *BACKENDS):
+        raise ValueError(f"unknown video backend {backend!r}; choose one of {['auto', *BACKENDS]}")
+    index = build_index(path)
+    reason = "asked for"
+    auto = backend == "auto"
+    if auto:
+        backend, reason = auto_backend(index)
+    if backend == "pyav":
+        from .backends.pyav_backend import PyAVReader
+
+        reader: VideoReader = PyAVReader(path, index)
+    elif backend == "decord":
+        from .backends.decord_backend import DecordReader
+
+        try:
+            reader = DecordReader(path, index)
+        except VideoReadError as e:
+            if not auto:
+                raise
+            from .backends.pyav_backend import PyAVReader
+
+            reader, reason = PyAVReader(path, index), f"decord refused the file ({e.reason})"
+    else:
+        from .backends.torchcodec_backend import TorchCodecReader
+
+        reader = TorchCodecReader(path, index)
+    reader.selection_reason = reason
+    return reader
