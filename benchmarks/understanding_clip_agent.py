@@ -18,9 +18,14 @@ import numpy as np
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--frames", type=int, default=2400, help="length of the synthetic video (10 fps, 320x240)"
+        "--frames",
+        type=int,
+        default=None,
+        help="length of the synthetic video (10 fps, 320x240; default 2400)",
     )
+    ap.add_argument("--quick", action="store_true", help="a 1,000-frame video (under a minute)")
     args = ap.parse_args()
+    args.frames = args.frames or (1000 if args.quick else 2400)
     from understanding.agents import ClipAgent
     from vidlab.clip import TINY_MODEL, FrameIndex, Sampling, load_model
     from vidlab.video.synth import render_synthetic

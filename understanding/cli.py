@@ -362,7 +362,7 @@ def _classify_config(args: argparse.Namespace) -> EvalConfig:
 
 
 def classify_main(argv: list[str] | None = None) -> int:
-    """``vidlab classify``: label rows with H5a's rule via ``understanding.classify.classify_rows``."""
+    """``vidlab classify``: label rows with the documented rule in ``understanding.classify.classify_rows``."""
     from understanding.classify import classify_rows, summarize
     from understanding.judge import load_judge
     from understanding.policies import load_policy

@@ -169,30 +169,45 @@ def drain(stream) -> list:
         return []
 
 
-def _decodable_pts(p: Path) -> np.ndarray:
-    """Pts of the frames that decode cleanly, in order, up to the first damaged packet (then drained).
+def incomplete(packet, file_size: int) -> bool:
+    """True for a packet that runs past the end of a truncated file (its data is partial)."""
+    return packet.pos is not None and packet.pos >= 0 and packet.pos + packet.size > file_size
 
-    The readers stop at the same point, so the index never lists a frame they cannot produce.
+
+def _decodable_pts(p: Path, packet_pts: np.ndarray) -> np.ndarray:
+    """Pts of the frames of a damaged file that really decode: the longest run from the first frame.
+
+    Decodes single-threaded (deterministic), stops before the first partial or undecodable packet,
+    drains the decoder, drops frames flagged corrupt, and keeps only the frames up to the first one
+    missing (in presentation order), so frame numbering never skips over a hole. The PyAV reader reads
+    damaged files with the same settings and the same stopping rule.
     """
     container, stream = open_container(p)
-    out: list[int] = []
+    stream.thread_type = "SLICE"
+    stream.codec_context.thread_count = 1
+    size = p.stat().st_size
+    out: set[int] = set()
 
     def keep(frames):
-        out.extend(int(f.pts) for f in frames if f.pts is not None and not getattr(f, "is_corrupt", False))
+        out.update(int(f.pts) for f in frames if f.pts is not None and not getattr(f, "is_corrupt", False))
 
     try:
         for packet in container.demux(stream):
+            if packet.size and incomplete(packet, size):
+                break
             try:
                 frames = packet.decode()
             except Exception:  # noqa: BLE001 - the damage itself: keep what decoded before it
-                keep(drain(stream))
                 break
             keep(frames)
     except Exception:  # noqa: BLE001 - demuxing failed: keep what came out
-        keep(drain(stream))
+        pass
     finally:
+        keep(drain(stream))
         container.close()
-    return np.unique(np.asarray(out, dtype=np.int64))
+    present = np.isin(packet_pts, np.fromiter(out, dtype=np.int64, count=len(out)))
+    run = int(np.argmin(present)) if not present.all() else present.size
+    return packet_pts[:run]
 
 
 def build_index(path: str | os.PathLike, use_cache: bool = True) -> StreamIndex:
@@ -240,7 +255,7 @@ def build_index(path: str | os.PathLike, use_cache: bool = True) -> StreamIndex:
         damaged = bool(errors) or declared > pts.size or (last_end > p.stat().st_size)
         if damaged:
             # a truncated/damaged file: keep only the frames that really decode (one full decode pass)
-            pts = _decodable_pts(p)
+            pts = _decodable_pts(p, pts)
             if pts.size == 0:
                 raise VideoReadError(p, "no frame of the video stream decodes (damaged or truncated file)")
             declared = max(declared, len(pts_list))

@@ -176,8 +176,8 @@ def synth_frame(
     if width < 24 or height < 24:
         raise ValueError(f"synthetic frames need at least 24x24 pixels, got {width}x{height}")
     bg, shapes = _scene(int(seed), int(num_shapes))
-    # background drifts slowly so consecutive frames differ beyond the code band
-    drift = (np.array([1.0, 0.7, 0.4]) * (t * 0.5)) % 60
+    # background drifts slowly (a triangle wave, never a jump) so consecutive frames differ beyond the code band
+    drift = np.array([60.0 * _bounce(k * t * 0.5 / 60.0) for k in (1.0, 0.7, 0.4)])
     img = Image.new("RGB", (width, height), tuple(int(v) for v in (bg + drift).astype(int)))
     draw = ImageDraw.Draw(img)
     top = height * CODE_BAND

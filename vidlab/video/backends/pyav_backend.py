@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import VideoReadError
-from ..probe import StreamIndex, drain, open_container
+from ..probe import StreamIndex, drain, incomplete, open_container
 from ..reader import VideoReader
 
 # FFmpeg decoder threading: "AUTO" (frame+slice), "SLICE" or "FRAME"; unset = chosen per file and per use
@@ -89,6 +89,9 @@ class PyAVReader(VideoReader):
         self._pts_list: list[int] = self._index.pts.tolist()
         sparse, streaming = thread_types(self._index)
         self._stream.thread_type = "SLICE" if damaged else (thread_type or sparse)
+        if damaged:  # decode exactly as the index was built (probe._decodable_pts): one thread, same stops
+            self._stream.codec_context.thread_count = 1
+            self._file_size = self.path.stat().st_size
         self._streaming_threads = "SLICE" if damaged else streaming
         self._streamer: PyAVReader | None = None  # second decoder for iter_frames when threading differs
         cc = self._stream.codec_context
@@ -112,6 +115,9 @@ class PyAVReader(VideoReader):
             yield from self._container.decode(stream)  # nothing to filter: let PyAV run its own loop
             return
         for packet in self._container.demux(stream):
+            if self._damaged and packet.size and incomplete(packet, self._file_size):
+                yield from drain(stream)
+                return
             if (
                 self.skip_nonref
                 and packet.size
