@@ -241,7 +241,10 @@ def generate_main(argv: list[str] | None = None) -> int:
     lay = res.layout if res.layout is not None else layout
     if lay is not None and not isinstance(lay, (str, Path)):
         files["layout"] = str(lay.save(out / "layout.json"))
-        files["layout_pngs"] = [str(p) for p in lay.render_overlays(out / "layout", cfg.width, cfg.height)]
+        # draw at the video's aspect but at least 384 px on the short side, so labels stay readable
+        scale = max(1.0, 384 / min(cfg.width, cfg.height))
+        size = (round(cfg.width * scale), round(cfg.height * scale))
+        files["layout_pngs"] = [str(p) for p in lay.render_overlays(out / "layout", *size)]
     summary: dict[str, Any] = {
         "prompt": args.prompt,
         "subjects": res.subjects,
