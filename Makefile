@@ -26,7 +26,10 @@ quickstart: venv
 	$(BIN)/vidlab synth $(OUT)/synthetic.mp4 --frames 240 --fps 24 --width 320 --height 180 --seed 0
 	$(BIN)/vidlab contact-sheet $(OUT)/synthetic.mp4 --out $(OUT)/contact_sheet.png --frames 16
 	$(BIN)/vidlab generate "a red cat on the left of a blue dog" --model tiny --out $(OUT)/generate --attention-maps
-	@echo "quickstart outputs in $(OUT)/"
+	$(BIN)/python -c "from understanding.benchmarks.synthetic import write_needle_benchmark as w; w('$(OUT)/needles', n=8)"
+	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/needles/questions.jsonl --policy pixel:red \
+		--strategies uniform:4 uniform:16 uniform:48 agent --out $(OUT)/needles-eval
+	@echo "quickstart outputs in $(OUT)/ (contact sheet, generated video + layout/attention PNGs, QA accuracy-vs-frames plot)"
 
 lint: venv
 	$(BIN)/ruff check .
