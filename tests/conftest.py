@@ -1,6 +1,7 @@
 """Shared test setup: offline, deterministic, loopback only."""
 
 import os
+import tempfile
 
 # Never reach a model hub from tests; every model is built in code.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -9,6 +10,10 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Ray binds the external interface on Linux unless this is 0 (see vidlab.distributed).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Caches (frame indices, packet indices) go to a fresh folder, never the user's ~/.cache.
+_CACHE = tempfile.mkdtemp(prefix="vidlab-test-cache-")
+os.environ["VIDLAB_CACHE"] = os.path.join(_CACHE, "frame_index")
+os.environ["VIDLAB_CACHE_DIR"] = _CACHE
 
 import pytest  # noqa: E402
 
