@@ -323,8 +323,9 @@ def evaluate_items(
         "judge": judge,
         "policy_kwargs": policy_kwargs or {},
     }
+    todo = job_items(items)
     job = run_job(
-        job_items(items),
+        todo,
         QAWorker,
         out,
         backend=backend,
@@ -335,7 +336,7 @@ def evaluate_items(
         worker_kwargs=worker_kwargs,
         desc=f"eval {strategy_label(strategy)}",
     )
-    wanted = {d["id"] for d in job_items(items)}
+    wanted = {d["id"] for d in todo}
     records = [r for r in load_results(out) if r["id"] in wanted]
     summary = summarize(records, label=strategy_label(strategy))
     summary["job"] = _job_dict(job)

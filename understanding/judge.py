@@ -15,8 +15,6 @@ import os
 import re
 import string
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from typing import Protocol, runtime_checkable
 
@@ -184,27 +182,29 @@ class EndpointJudge:
         }
 
     def _post(self, body: dict) -> str:
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            payload = json.loads(resp.read().decode("utf-8"))
+        """One request (no transport-level retry: ``score`` retries, malformed replies included)."""
+        from understanding.policies.openai_server import post_json
+
+        payload = post_json(self.url, body, api_key=self.api_key, timeout=self.timeout, max_retries=0)
         return payload["choices"][0]["message"]["content"]
 
     def score(self, question: str, reference: str, answer: str) -> float:
+        from understanding.policies.errors import BadResponseError, EndpointError
+
         body = self.request(question, reference, answer)
         reason = "no attempt"
         for attempt in range(self.retries):
             try:
                 content = self._post(body)
-            except urllib.error.HTTPError as e:
-                reason = f"HTTP {e.code}"
-                if 400 <= e.code < 500 and e.code != 429:
-                    break
-            except (urllib.error.URLError, TimeoutError, OSError) as e:
-                reason = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+            except BadResponseError as e:
+                reason = f"malformed response ({e.reason})"
+            except EndpointError as e:
+                if e.status is None:  # no answer: refused, unreachable, timed out
+                    reason = f"{type(e).__name__}: {e.reason}"
+                else:
+                    reason = f"HTTP {e.status}"
+                    if 400 <= e.status < 500 and e.status != 429:
+                        break
             except (KeyError, IndexError, TypeError, ValueError) as e:
                 reason = f"malformed response ({type(e).__name__}: {e})"
             else:

@@ -123,45 +123,68 @@ class OpenAIPolicy:
             ) from e
 
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last: EndpointError | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    raw = resp.read()
-            except urllib.error.HTTPError as e:
-                body = e.read().decode("utf-8", "replace")
-                last = EndpointError(self.url, e.reason or "error status", e.code, body)
-                if e.code in RETRY_STATUS:
-                    continue
-                raise last from e
-            except TimeoutError:
-                last = EndpointTimeout(self.url, f"no answer within {self.timeout:g}s")
+        return post_json(
+            self.url,
+            payload,
+            api_key=self.api_key,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+        )
+
+
+def post_json(
+    url: str,
+    payload: dict[str, Any],
+    *,
+    api_key: str | None = None,
+    timeout: float = 120.0,
+    max_retries: int = 3,
+    backoff: float = 0.5,
+) -> dict[str, Any]:
+    """POST ``payload`` to an OpenAI-compatible ``url``; the decoded JSON body.
+
+    Connection errors, timeouts and ``RETRY_STATUS`` answers are retried ``max_retries`` times with
+    exponential backoff; other error statuses raise at once. Errors are typed: ``EndpointError`` (with the
+    status), ``EndpointTimeout``, ``BadResponseError`` (a 200 whose body is not JSON).
+    """
+    data = json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    last: EndpointError | None = None
+    for attempt in range(max_retries + 1):
+        if attempt:
+            time.sleep(backoff * 2 ** (attempt - 1))
+        req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            body = e.read().decode("utf-8", "replace")
+            last = EndpointError(url, e.reason or "error status", e.code, body)
+            if e.code in RETRY_STATUS:
                 continue
-            except urllib.error.URLError as e:
-                if isinstance(e.reason, TimeoutError):
-                    last = EndpointTimeout(self.url, f"no answer within {self.timeout:g}s")
-                else:
-                    last = EndpointError(self.url, f"cannot connect: {e.reason}")
-                continue
-            except (ConnectionError, OSError) as e:
-                last = EndpointError(self.url, f"connection failed: {e}")
-                continue
-            try:
-                return json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise BadResponseError(
-                    self.url, "body is not JSON", 200, raw[:300].decode("utf-8", "replace")
-                ) from e
-        assert last is not None
-        last.args = (f"{last.args[0]} [after {self.max_retries + 1} attempts]",)
-        raise last
+            raise last from e
+        except TimeoutError:
+            last = EndpointTimeout(url, f"no answer within {timeout:g}s")
+            continue
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, TimeoutError):
+                last = EndpointTimeout(url, f"no answer within {timeout:g}s")
+            else:
+                last = EndpointError(url, f"cannot connect: {e.reason}")
+            continue
+        except (ConnectionError, OSError) as e:
+            last = EndpointError(url, f"connection failed: {e}")
+            continue
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise BadResponseError(url, "body is not JSON", 200, raw[:300].decode("utf-8", "replace")) from e
+    assert last is not None
+    last.args = (f"{last.args[0]} [after {max_retries + 1} attempts]",)
+    raise last
 
 
 def _reclose(text: str) -> str:
