@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"vidlab {__version__}")
         return 0
-    return int(load_command(argv[0])(argv[1:]) or 0)
+    from vidlab.errors import run_command
+
+    return run_command(f"vidlab {argv[0]}", load_command(argv[0]), argv[1:])
 
 
 if __name__ == "__main__":

@@ -16,12 +16,14 @@ from typing import Any, TypeVar
 
 import yaml
 
+from vidlab.errors import UserError
+
 T = TypeVar("T")
 
 CONFIG_DIR = Path(os.environ.get("VIDLAB_CONFIG_DIR", Path(__file__).resolve().parents[1] / "configs"))
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A preset or override that does not fit the config's dataclass."""
 
 
@@ -164,3 +166,42 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
+
+
+# --- the one command-line grammar: ``--preset NAME|PATH`` plus positional ``key=value`` overrides ---
+
+
+def add_config_args(parser: Any) -> None:
+    """Give an argparse parser the shared config grammar.
+
+    ``--preset NAME|PATH`` picks a YAML preset; trailing ``key=value`` words are overrides
+    (``--set key=value`` is an alias that may be repeated). Read them back with
+    :func:`config_from_args`.
+    """
+    parser.add_argument(
+        "--preset", metavar="NAME|PATH", help="YAML preset: a name in configs/ or a path to a .yaml file"
+    )
+    parser.add_argument(
+        "--set",
+        dest="set_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an override, same as a trailing key=value word (may be repeated)",
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        default=[],
+        metavar="key=value",
+        help="config overrides, e.g. steps=8 lam.enabled=false (dotted keys reach nested settings)",
+    )
+
+
+def config_from_args(cls: type[T], args: Any, flags: dict[str, Any] | None = None) -> T:
+    """Defaults <- ``--preset`` <- ``key=value`` overrides <- explicit flags (dotted keys; None = unset)."""
+    overrides = list(getattr(args, "overrides", None) or []) + list(getattr(args, "set_overrides", None) or [])
+    for key, value in (flags or {}).items():
+        if value is not None:
+            overrides.append(f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}")
+    return resolve(cls, getattr(args, "preset", None), overrides)

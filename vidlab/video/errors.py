@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
+from vidlab.errors import UserError
 
-class VideoReadError(Exception):
+
+class VideoReadError(UserError):
     """A video that cannot be opened or decoded; ``.path`` and ``.reason`` say which and why."""
 
     def __init__(self, path: str | os.PathLike, reason: str):
@@ -17,7 +19,7 @@ class VideoReadError(Exception):
         return (type(self), (self.path, self.reason))
 
 
-class VideoWriteError(Exception):
+class VideoWriteError(UserError):
     """A video that cannot be written (bad frames, unknown codec, unwritable path)."""
 
     def __init__(self, path: str | os.PathLike, reason: str):

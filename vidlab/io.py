@@ -1,0 +1,155 @@
+"""The one atomic-write helper: every output file goes through here.
+
+A file is written to a unique temporary name beside its target, flushed and fsynced, then
+``os.replace``d over the target, so a reader sees the old file or the new one, never half of one.
+Temporaries are named ``.{name}.{pid}.{random}.tmp`` so that :func:`sweep_stale` can find the ones
+a killed run left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+TMP_SUFFIX = ".tmp"
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary file for writing; on a clean exit it replaces ``path`` atomically.
+
+    ``mode`` is ``"w"`` (text) or ``"wb"`` (bytes). On an exception the temporary is removed and the
+    target is left untouched. Parent folders are created.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open mode must be 'w' or 'wb', got {mode!r}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(target)
+    f = open(tmp, mode, encoding=None if "b" in mode else encoding)  # noqa: SIM115
+    try:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        f.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_open(path, "wb") as f:
+        f.write(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    with atomic_open(path, "w") as f:
+        f.write(text)
+    return Path(path)
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=indent, default=str) + "\n")
+
+
+def atomic_tmp_path(path: str | os.PathLike) -> Path:
+    """A unique temporary path beside ``path`` for writers that need a file name (video muxers,
+    ``savefig``, ``np.save``); finish with :func:`commit_tmp`. The name keeps the target's suffix so
+    that format-by-extension writers still work."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target.with_name(f".{target.stem}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}{target.suffix}")
+
+
+def commit_tmp(tmp: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """fsync ``tmp`` and atomically move it over ``path``."""
+    tmp, target = Path(tmp), Path(path)
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+    return target
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path (same suffix) to write by name; it replaces ``path`` on a clean exit."""
+    tmp = atomic_tmp_path(path)
+    try:
+        yield tmp
+        commit_tmp(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def is_temporary(name: str) -> bool:
+    return name.startswith(".") and (name.endswith(TMP_SUFFIX) or f"{TMP_SUFFIX}." in name)
+
+
+def sweep_stale(folder: str | os.PathLike, older_than_s: float = 0.0) -> list[Path]:
+    """Remove temporaries left by killed writers in ``folder`` (not recursive) whose pid is dead or
+    that are older than ``older_than_s``; returns what was removed."""
+    removed: list[Path] = []
+    d = Path(folder)
+    if not d.is_dir():
+        return removed
+    now = time.time()
+    for p in d.iterdir():
+        if not p.is_file() or not is_temporary(p.name):
+            continue
+        parts = p.name.split(".")
+        pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
+        if pid is None:  # ".name.PID.HEX.tmp.ext": the pid sits one further left
+            pid = next((int(x) for x in reversed(parts) if x.isdigit()), None)
+        alive = pid is not None and pid != os.getpid() and _pid_alive(pid)
+        if pid == os.getpid():
+            continue
+        try:
+            old = older_than_s > 0 and now - p.stat().st_mtime > older_than_s
+        except FileNotFoundError:
+            continue
+        if not alive or old:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+                removed.append(p)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
