@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from vidlab.errors import UserError
+
 TMP_SUFFIX = ".tmp"
 
 
@@ -153,3 +155,64 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class InputFileError(UserError):
+    """An input path that cannot be read as a regular file; ``.path`` and ``.reason`` say why."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.reason))
+
+
+def file_problem(path: str | os.PathLike, allow_empty: bool = False) -> str | None:
+    """Why ``path`` cannot be read as a regular file (without opening it, so a FIFO never blocks),
+    or ``None`` when it can. The reasons are true ones: a FIFO is not "empty", a symlink loop is not
+    "missing"."""
+    import errno
+    import stat
+
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop (the link points back to itself)"
+        if exc.errno == errno.ENOENT:
+            if p.is_symlink():
+                return f"broken symlink (points to {os.readlink(p)!r}, which does not exist)"
+            return "no such file"
+        if exc.errno == errno.EACCES:
+            return "permission denied"
+        if exc.errno == errno.ENOTDIR:
+            return "a parent of this path is not a folder"
+        return exc.strerror or str(exc)
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    if stat.S_ISFIFO(mode):
+        return "is a named pipe (FIFO), not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a regular file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a regular file"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    if not os.access(p, os.R_OK):
+        return "permission denied"
+    if st.st_size == 0 and not allow_empty:
+        return "is an empty file (0 bytes)"
+    return None
+
+
+def require_regular_file(path: str | os.PathLike, what: str = "file", allow_empty: bool = False) -> Path:
+    """Return ``Path(path)`` if it is a readable regular file, else raise :class:`InputFileError`
+    naming ``what`` and the true reason. Call this before ``open()`` on any user-given path."""
+    reason = file_problem(path, allow_empty=allow_empty)
+    if reason is not None:
+        raise InputFileError(path, f"cannot read {what}: {reason}")
+    return Path(path)
