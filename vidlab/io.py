@@ -40,7 +40,9 @@ def _fsync_dir(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+def atomic_open(
+    path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"
+) -> Iterator[IO[Any]]:
     """Open a temporary file for writing; on a clean exit it replaces ``path`` atomically.
 
     ``mode`` is ``"w"`` (text) or ``"wb"`` (bytes). On an exception the temporary is removed and the
@@ -118,15 +120,23 @@ def is_temporary(name: str) -> bool:
     return name.startswith(".") and (name.endswith(TMP_SUFFIX) or f"{TMP_SUFFIX}." in name)
 
 
-def sweep_stale(folder: str | os.PathLike, older_than_s: float = 0.0) -> list[Path]:
+def sweep_stale(
+    folder: str | os.PathLike, older_than_s: float = 0.0, locks: bool = False, keep: tuple[str, ...] = ()
+) -> list[Path]:
     """Remove temporaries left by killed writers in ``folder`` (not recursive) whose pid is dead or
-    that are older than ``older_than_s``; returns what was removed."""
+    that are older than ``older_than_s``; with ``locks``, also empty ``*.lock`` files that nobody holds
+    (names in ``keep`` are left alone). Returns what was removed."""
     removed: list[Path] = []
     d = Path(folder)
     if not d.is_dir():
         return removed
     now = time.time()
     for p in d.iterdir():
+        if p.name in keep:
+            continue
+        if locks and p.name.endswith(".lock") and _sweep_lock(p):
+            removed.append(p)
+            continue
         if not p.is_file() or not is_temporary(p.name):
             continue
         parts = p.name.split(".")
@@ -145,6 +155,28 @@ def sweep_stale(folder: str | os.PathLike, older_than_s: float = 0.0) -> list[Pa
                 p.unlink()
                 removed.append(p)
     return removed
+
+
+def _sweep_lock(p: Path) -> bool:
+    """Delete an empty lock file if it can be taken at once (so no process holds it)."""
+    import filelock
+
+    try:
+        if not p.is_file() or p.is_symlink() or p.stat().st_size != 0:
+            return False
+    except OSError:
+        return False
+    lock = filelock.FileLock(str(p), timeout=0)
+    try:
+        lock.acquire(timeout=0)
+    except (filelock.Timeout, OSError):
+        return False
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()  # while held: a process that opened the old inode cannot take it in between
+    finally:
+        lock.release()
+    return not p.exists()
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,12 +1,10 @@
 """run_job on the local backend: records, resume, retries, failures recorded, torn lines, locking."""
 
 import json
-import os
 
 import pytest
 
 from vidlab.distributed import JobConfigError, JobLockedError, WorkerInitError, read_records, run_job
-from vidlab.distributed.records import RecordWriter
 from vidlab.distributed.toy import EchoWorker, FlakyWorker
 
 
@@ -97,10 +95,31 @@ def test_bad_items_and_arguments(tmp_path):
 
 
 def test_second_concurrent_job_on_same_folder_refused(tmp_path):
-    with RecordWriter(tmp_path / "out"):
-        with pytest.raises(JobLockedError):
-            run_job(_items(1), EchoWorker, tmp_path / "out")
-    assert os.path.exists(tmp_path / "out" / "results.jsonl")
+    """Another *process* holds the folder: run_job refuses at once and writes nothing there."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from vidlab.distributed import job_lock\n"
+            f"with job_lock({str(out)!r}):\n    print('held', flush=True); sys.stdin.readline()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(p.name for p in out.iterdir())
+        with pytest.raises(JobLockedError, match="in use by another running job"):
+            run_job(_items(1), EchoWorker, out)
+        assert sorted(p.name for p in out.iterdir()) == before  # touched nothing
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert run_job(_items(1), EchoWorker, out).done == 1  # free again once the holder exits
 
 
 def test_validate_redoes_items_whose_output_is_gone(tmp_path):

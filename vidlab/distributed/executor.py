@@ -1,5 +1,29 @@
 """``run_job``: run a stateful worker over items on the ``local`` or ``ray`` backend, resumably.
 
+API for commands (stable; see :mod:`.job` for the rules)::
+
+    from vidlab.distributed import (run_job, open_job, make_identity, fingerprint_file,
+                                    fingerprint_inputs, require_fields, read_records,
+                                    JobIdentityError, JobLockedError, OutputDirError)
+
+    ident = make_identity(cfg, fingerprint_inputs(data=args.data), command="eval-qa", policy=args.policy)
+    # validate every input first; then take the folder (lock + identity check) before writing anything:
+    with open_job(out, ident, overwrite=args.overwrite):        # JobLockedError / JobIdentityError / OutputDirError
+        save_resolved(cfg, out)                                   # safe: the lock is held
+        summary = run_job(items, Worker, out, identity=ident,     # re-enters the same lock, same check
+                          check_result=require_fields(score=float, correct=bool))
+        recs = read_records(out, check_result=...)                # valid latest records only
+
+* ``identity``: a JSON-able mapping (resolved config + input fingerprints). Same identity resumes; a
+  different one raises ``JobIdentityError`` naming the differing keys (we refuse; ``overwrite=True``
+  deletes the old records and starts over). ``identity=None`` keeps the old, unchecked behaviour.
+* The lock (``filelock``, ``out/.job.lock``) is taken before anything is written; a concurrent run gets
+  ``JobLockedError`` (a UserError: one line) and touches nothing. Re-entrant within one process.
+* ``check_result(result)`` raising or returning False marks an ``ok`` record damaged: one warning line
+  on stderr naming ``file:line``, the item is redone, the job goes on. Torn/garbage lines likewise.
+* An ``ok`` record also stores a hash of its item: if the item changed (other question text, answer,
+  path), the record no longer counts and the item is redone.
+
 Contract: ``items`` are dicts with a unique ``"id"``; ``worker_cls(**worker_kwargs)`` is built once per
 worker (it loads its model once); ``worker.process(item)`` returns a JSON-serialisable dict. Every item
 ends with one record in ``out_dir/results.jsonl`` (see :mod:`.records`): ``ok`` with the result, or
@@ -10,17 +34,22 @@ exists and is intact) and items where ``is_done(item)`` is true; it retries the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .records import RecordWriter, read_records
+from vidlab.errors import UserError
+
+from .job import open_job
+from .records import RecordProblem, RecordWriter, ResultCheck, scan_records
 
 
 class JobConfigError(ValueError):
@@ -51,6 +80,7 @@ class JobSummary:
     backend: str = "local"
     num_workers: int = 1
     out_dir: str = ""
+    problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +104,31 @@ def _check_items(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         seen.add(rid)
         out.append(item)
     return out
+
+
+def item_hash(item: Mapping[str, Any]) -> str:
+    """A short stable hash of an item's content (keys sorted, JSON with ``default=str``)."""
+    blob = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _warn_problems(problems: list[RecordProblem]) -> None:
+    """One stderr line for unreadable lines, one per damaged record (at most five, then a count)."""
+    unreadable = [p for p in problems if p.kind == "unreadable"]
+    damaged = [p for p in problems if p.kind == "damaged"]
+    if unreadable:
+        where = ", ".join(str(p.line) for p in unreadable[:8]) + (" ..." if len(unreadable) > 8 else "")
+        print(
+            f"vidlab: warning: {unreadable[0].path}: {len(unreadable)} torn or non-JSON line(s) "
+            f"(line {where}) ignored; their items are redone",
+            file=sys.stderr,
+        )
+    for p in damaged[:5]:
+        print(f"vidlab: warning: {p}: damaged record ignored; the item is redone", file=sys.stderr)
+    if len(damaged) > 5:
+        print(
+            f"vidlab: warning: ... and {len(damaged) - 5} more damaged record(s), redone too", file=sys.stderr
+        )
 
 
 def _error_info(exc: BaseException, attempts: int) -> dict[str, Any]:
@@ -110,7 +165,15 @@ class _Recorder:
         self.startup_s = time.perf_counter() - self.t0
 
     def ok(self, item: dict[str, Any], result: dict[str, Any], attempts: int) -> None:
-        self.writer.write({"id": str(item["id"]), "status": "ok", "result": result, "attempts": attempts})
+        self.writer.write(
+            {
+                "id": str(item["id"]),
+                "status": "ok",
+                "result": result,
+                "attempts": attempts,
+                "item_hash": item_hash(item),
+            }
+        )
         self.done += 1
         self.done_ids.append(str(item["id"]))
         self.bar.update(1)
@@ -139,8 +202,14 @@ def run_job(
     desc: str = "job",
     progress: bool | None = None,
     name: str | None = None,
+    identity: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    check_result: ResultCheck | None = None,
 ) -> JobSummary:
-    """Process ``items`` with ``worker_cls`` on ``backend``; resumable, retrying, one record per item."""
+    """Process ``items`` with ``worker_cls`` on ``backend``; resumable, retrying, one record per item.
+
+    See the module docstring for ``identity``/``overwrite`` (job identity and lock) and ``check_result``
+    (damaged records are redone)."""
     from tqdm.auto import tqdm
 
     if backend not in ("local", "ray"):
@@ -156,12 +225,17 @@ def run_job(
     items = _check_items(items)
     out = Path(out_dir)
     t0 = time.perf_counter()
-    with RecordWriter(out) as writer:
-        previous = read_records(out)
+    with open_job(out, identity, overwrite=overwrite), RecordWriter(out) as writer:
+        previous, problems = scan_records(out, check_result)
+        _warn_problems(problems)
 
         def finished(it: dict[str, Any]) -> bool:
             rec = previous.get(str(it["id"]), {})
-            if rec.get("status") == "ok" and (validate is None or validate(it, rec.get("result") or {})):
+            if (
+                rec.get("status") == "ok"
+                and rec.get("item_hash", item_hash(it)) == item_hash(it)
+                and (validate is None or validate(it, rec.get("result") or {}))
+            ):
                 return True
             return bool(is_done and is_done(it))
 
@@ -200,6 +274,7 @@ def run_job(
         backend=backend,
         num_workers=num_workers if backend == "ray" else 1,
         out_dir=str(out),
+        problems=[str(p) for p in problems],
     )
 
 
@@ -209,6 +284,8 @@ def _run_local(
     """In-process: one worker, items in order, each retried up to ``max_retries`` times."""
     try:
         worker = worker_cls(**kwargs)
+    except UserError:
+        raise  # the user's mistake (a wrong model name...): one line, not a WorkerInitError traceback
     except Exception as e:
         raise WorkerInitError(f"could not construct {worker_cls.__name__}(**{sorted(kwargs)}): {e}") from e
     rec.workers_ready()
