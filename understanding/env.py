@@ -9,7 +9,7 @@ video, or a uniform range shorter than 8 frames, which ends the episode as in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,15 +315,23 @@ def run_episode(
     a ``UniformAgent`` over the video; ``clip_sample`` is offered only when a ``ClipAgent`` is given).
     """
     ep = Episode(video, question, options, config, agents)
-    cfg = ep.config
-    messages = ep.reset()
-    while not ep.done:
-        seed = None if cfg.seed is None else cfg.seed + len(ep.turns)
+    for _ in iter_episode(policy, ep):
+        pass
+    return ep.trajectory()
+
+
+def iter_episode(policy: Policy, episode: Episode) -> Iterator[StepResult | None]:
+    """Drive ``episode`` with ``policy`` turn by turn, yielding after the reset (``None``) and after every
+    assistant turn (its ``StepResult``), so a caller (the demo) can show the trajectory as it unfolds."""
+    cfg = episode.config
+    messages = episode.reset()
+    yield None
+    while not episode.done:
+        seed = None if cfg.seed is None else cfg.seed + len(episode.turns)
         outs = policy.generate(
             messages, num_samples=1, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed
         )
-        text = outs[0] if outs else ""
-        result = ep.step(text)
+        result = episode.step(outs[0] if outs else "")
         if result.observation is not None:
-            messages = ep.messages
-    return ep.trajectory()
+            messages = episode.messages
+        yield result

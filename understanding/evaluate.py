@@ -153,26 +153,31 @@ class QAWorker:
         self, video: Any, question: str, options: Sequence[str] | None = None, video_path: str | None = None
     ) -> Trajectory:
         """Run this worker's strategy on one question; ``video`` is a path or an open reader."""
-        from understanding import protocol as P
-        from understanding.agents import UniformAgent
         from understanding.env import run_episode
         from vidlab.video import open_video
 
         path = str(video) if video_path is None and not hasattr(video, "get_frames") else video_path
         reader = open_video(video) if not hasattr(video, "get_frames") else video
-        clip = self._clip_agent(str(path), reader) if self.clip_spec else None
         if self.baseline is not None:
             from understanding.policies.baselines import run_baseline
 
+            clip = self._clip_agent(str(path), reader) if self.clip_spec else None
             return run_baseline(
                 self.baseline, self.policy, reader, question, options, clip_agent=clip, config=self.episode
             )
+        return run_episode(self.policy, reader, question, options, self.episode, self.agents(reader, path))
+
+    def agents(self, reader: Any, video_path: str | None = None) -> dict[str, Any]:
+        """The agents an episode on ``reader`` gets: uniform always, CLIP when a CLIP model is configured."""
+        from understanding import protocol as P
+        from understanding.agents import UniformAgent
+
         agents: dict[str, Any] = {
             P.UNIFORM: UniformAgent(reader, self.episode.uniform_frames, self.episode.max_size)
         }
-        if clip is not None:
-            agents[P.CLIP] = clip
-        return run_episode(self.policy, reader, question, options, self.episode, agents)
+        if self.clip_spec:
+            agents[P.CLIP] = self._clip_agent(str(video_path), reader)
+        return agents
 
     def process(self, job_item: dict[str, Any]) -> dict[str, Any]:
         """One question -> one record (prediction, correctness, reason, frames, calls); a bad video raises."""
