@@ -530,3 +530,121 @@ def extract_choice(
 def _norm_text(s: str) -> str:
     s = _OPTION_PREFIX.sub("", s.strip())
     return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
+
+
+# ---------------------------------------------------------------------------------- the reward's strict reading
+_PICK_PHRASE = (
+    r"(?:(?:the\s+)?(?:best\s+|correct\s+|final\s+|right\s+)?(?:answer|option|choice)\s*(?:is|would\s+be|should\s+be"
+    r"|must\s+be|:|-)?\s*(?:option\s+|choice\s+)?"
+    r"|\b(?:i\s+)?(?:choose|chose|pick|select|go\s+with|opt\s+for)\s+(?:option\s+|choice\s+)?)"
+)
+_NEGATIVE_AFTER = (
+    r"\s+(?:is|are|seems?|would\s+be)\s+(?:not\b|incorrect|wrong|false|unlikely|ruled\s+out|eliminated)"
+)
+_NEGATIVE_BEFORE = (
+    r"(?:\bnot|n't|\brule\s+out|\beliminate|\bexclude|\bexcluding|\bexcept|\bagainst)\s+(?:option\s+)?"
+)
+_SENTENCE_END = re.compile(r"[.;!?\n]")
+
+
+def strict_choice(
+    text: str, options_letters: Sequence[str], options_text: Sequence[str] | None = None
+) -> tuple[str | None, str]:
+    """The one option letter a reply commits to, for the reward; ``(None, reason)`` for anything ambiguous.
+
+    Stricter than :func:`extract_choice` (which stays for evaluation, with lmms-eval's documented ranking):
+    a hedge earns nothing. Rules, in order:
+
+    1. the reply is a letter (``B``, ``(b)``, ``B.``) or exactly one option's text (with or without its letter);
+    2. letters that the reply rules out are dropped: ``B is incorrect``, ``A and B are wrong``, ``not C``;
+    3. explicit picks (``the answer is C``, ``answer: C``, ``I choose A because ...``, ``option D``, or a reply
+       that opens with ``C.`` / ``(C)`` / ``C)`` / ``C:``) must all name the same letter, with no other
+       option letter later in the same sentence (``the answer is C or D`` is a hedge);
+    4. with no explicit pick, exactly one distinct stand-alone option letter may remain (``D and A``,
+       ``A\\nD``, ``either C or B`` earn nothing). An ``A``/``I`` followed by a lowercase word is the
+       article / pronoun, not a letter.
+    Never raises.
+    """
+    letters = [str(x).strip().upper() for x in options_letters if str(x).strip()]
+    letters = [x for x in letters if len(x) == 1 and "A" <= x <= "Z"]
+    if not letters:
+        return None, "no option letters given"
+    if not isinstance(text, str):
+        return None, f"answer is not text ({type(text).__name__})"
+    reply = text.strip().strip(_STRIP_CHARS).strip()
+    if not reply:
+        return None, "empty answer"
+    allowed = "".join(letters)
+    span = f"({allowed[0]}-{allowed[-1]})"
+    lone = re.fullmatch(r"\(?([A-Za-z])\)?[.:]?", reply)
+    if lone:
+        cand = lone.group(1).upper()
+        return (
+            (cand, "the reply is the letter")
+            if cand in letters
+            else (None, f"letter {cand} is not an option {span}")
+        )
+    if options_text:
+        norm = _norm_text(reply)
+        hits = {
+            letters[i] for i, t in enumerate(options_text) if i < len(letters) and _norm_text(str(t)) == norm
+        }
+        prefixed = re.match(r"^\(?([A-Z])\)?[.):]\s*(.+)$", reply, flags=re.DOTALL)
+        if prefixed and prefixed.group(1) in letters:
+            i = letters.index(prefixed.group(1))
+            if i < len(options_text) and _norm_text(str(options_text[i])) == _norm_text(prefixed.group(2)):
+                return prefixed.group(1), "the reply is the option's letter and text"
+        if len(hits) == 1:
+            return hits.pop(), "matches an option's text"
+    L = f"[{re.escape(allowed)}]"
+    solo = rf"\(?({L})\)?(?![A-Za-z0-9])"
+    # 2. letters the reply rules out
+    ruled_out: set[int] = set()
+    group = rf"(?<![A-Za-z0-9])\(?{L}\)?(?:\s*(?:,|and|or|&|/)\s*\(?{L}\)?)*"
+    for m in re.finditer(group + _NEGATIVE_AFTER, reply, flags=re.IGNORECASE):
+        ruled_out.update(range(m.start(), m.end()))
+    for m in re.finditer(
+        _NEGATIVE_BEFORE + rf"(?<![A-Za-z0-9])\(?{L}\)?(?![A-Za-z0-9])", reply, flags=re.IGNORECASE
+    ):
+        ruled_out.update(range(m.start(), m.end()))
+
+    def standalone(start: int = 0, end: int | None = None) -> list[tuple[int, str]]:
+        found = []
+        for m in re.finditer(rf"(?<![A-Za-z0-9]){solo}", reply[: len(reply) if end is None else end]):
+            pos = m.start(1)
+            if pos < start or pos in ruled_out:
+                continue
+            letter = m.group(1)
+            if letter in "AI" and re.match(r"[A-Z] [a-z]", reply[pos : pos + 3]):
+                continue  # the article "A man ...", the pronoun "I think ..."
+            found.append((pos, letter))
+        return found
+
+    # 3. explicit picks
+    picks: list[tuple[int, str]] = []
+    opening = re.match(rf"^(?:\(({L})\)|({L})[.):])", reply)
+    if opening:
+        picks.append((0, opening.group(1) or opening.group(2)))
+    for m in re.finditer(_PICK_PHRASE + rf"\(?({L})\)?(?![A-Za-z0-9])", reply, flags=re.IGNORECASE):
+        letter = m.group(m.lastindex or 1)
+        pos = m.start(m.lastindex or 1)
+        if letter in letters and letter == reply[pos] and pos not in ruled_out:
+            picks.append((pos, letter))
+    if picks:
+        chosen = {p[1] for p in picks}
+        if len(chosen) > 1:
+            return None, f"the reply picks several letters ({', '.join(sorted(chosen))})"
+        letter = chosen.pop()
+        for pos, _ in picks:
+            stop = _SENTENCE_END.search(reply, pos + 1)
+            others = {x for _, x in standalone(pos + 1, stop.start() if stop else None) if x != letter}
+            if others:
+                return None, f"hedge: {letter} and {', '.join(sorted(others))} in one sentence"
+        return letter, "explicit pick"
+    # 4. one stand-alone letter
+    found = {x for _, x in standalone()}
+    if len(found) == 1:
+        return found.pop(), "the only option letter in the reply"
+    if len(found) > 1:
+        return None, f"several option letters ({', '.join(sorted(found))}) and no single pick"
+    return None, f"no option letter {span} found in {reply[:60]!r}"

@@ -1,6 +1,7 @@
 """VideoBrain's behaviour-aware reward: ``R = 0`` if the format check fails, else ``0.05 + Acc + B``.
 
-Acc: multiple choice -> exact option-letter match (0/1); open-ended -> a judge score in [0, 1].
+Acc: multiple choice -> exact option-letter match (0/1) of the one letter the answer commits to
+(``protocol.strict_choice``: a hedge such as "D and A" earns 0); open-ended -> a judge score in [0, 1].
 B (u = 1 when at least one tool call was made):
   Acc = 1: Direct -> 0.5 if u = 0 else 0; Adaptive -> 0.5; Active -> 0.5 if u = 1 else 0.
   Acc < 1: 0.2 if Active and u = 1, else 0.
@@ -93,22 +94,41 @@ def option_letters_for(extra_info: dict, ground_truth: Any = None) -> list[str]:
 
 
 def ground_truth_letter(
-    ground_truth: Any, letters: Sequence[str], options: Sequence[str] | None
+    ground_truth: Any,
+    letters: Sequence[str],
+    options: Sequence[str] | None,
+    answer_format: str | None = None,
 ) -> str | None:
-    """A letter from ``"B"``, ``"(B)"``, an int index (``1``/``"1"`` -> B), or an option's exact text."""
-    if isinstance(ground_truth, bool):
+    """The ground truth's option letter, read as its data says: an option's text first (``"3"`` among the
+    options ``"3", "6", "5", "4"`` is A, as MLVU scores it), then a letter (``"B"``, ``"(B)"``), then a 0-based
+    index (``1``/``"1"`` -> B). An index is used only when ``answer_format == "index"`` or when no option's
+    text is a number (with numeric options a number that is not among them is ambiguous: None).
+    ``answer_format`` (``text`` / ``letter`` / ``index``) restricts the reading to that one form.
+    """
+    if isinstance(ground_truth, bool) or ground_truth is None:
         return None
-    if isinstance(ground_truth, int):
-        return chr(65 + ground_truth) if 0 <= ground_truth < 26 else None
+    if isinstance(ground_truth, float) and ground_truth.is_integer():
+        ground_truth = int(ground_truth)
     s = str(ground_truth).strip()
-    m = re.fullmatch(r"\(?([A-Za-z])\)?\.?", s)
-    if m:
-        return m.group(1).upper()
-    if s.isdigit():
-        return chr(65 + int(s)) if int(s) < 26 else None
-    if options:
-        letter, _ = P.extract_choice(s, letters, options)
-        if letter:
+    fmt = (answer_format or "").strip().lower() or None
+    if options and fmt in (None, "text"):
+        norm = " ".join(s.lower().split())
+        texts = [" ".join(P._OPTION_PREFIX.sub("", str(o)).strip().lower().split()) for o in options]
+        if norm in texts and texts.index(norm) < len(letters):
+            return letters[texts.index(norm)]
+    if fmt in (None, "letter") and not isinstance(ground_truth, int):
+        m = re.fullmatch(r"\(?([A-Za-z])\)?\.?", s)
+        if m:
+            return m.group(1).upper()
+    numeric_options = any(re.fullmatch(r"[-+]?\d+(?:\.\d+)?", str(o).strip()) for o in options or [])
+    if (fmt == "index" or (fmt is None and not numeric_options)) and (
+        isinstance(ground_truth, int) or s.isdigit()
+    ):
+        i = int(s)
+        return chr(65 + i) if 0 <= i < 26 else None
+    if options and fmt in (None, "text"):
+        letter, _ = P.strict_choice(s, letters, options)
+        if letter and not numeric_options:
             return letter
     return None
 
@@ -158,8 +178,8 @@ def score_trajectory(
     predicted, why = None, ""
     if qtype == "mc":
         letters = option_letters_for(extra, ground_truth)
-        gt = ground_truth_letter(ground_truth, letters, options)
-        predicted, why = P.extract_choice(check.answer or "", letters, options)
+        gt = ground_truth_letter(ground_truth, letters, options, extra.get("answer_format"))
+        predicted, why = P.strict_choice(check.answer or "", letters, options)
         acc = 1.0 if predicted is not None and gt is not None and predicted == gt else 0.0
         if gt is None:
             why = f"ground truth {str(ground_truth)[:40]!r} is not an option letter"

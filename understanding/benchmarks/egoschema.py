@@ -71,7 +71,7 @@ def _parquet(rows: list[dict[str, Any]], vdirs: list[Path], src: str) -> LoadRes
 
 def _add(items, problems, src, qid, question, options, answer, vdirs) -> None:
     try:
-        letter = answer_letter(answer, options or None, qid)
+        letter = answer_letter(answer, options or None, qid, forms=("index",))
     except QAItemError as e:
         problems.append(Problem(qid, e.reason, src))
         return

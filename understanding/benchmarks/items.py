@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -149,26 +149,61 @@ def split_inline_options(question: str) -> tuple[str, list[str]]:
     return "\n".join(lines[:start]).strip(), opts
 
 
-def answer_letter(answer: Any, options: list[str] | None, item_id: str) -> str:
-    """Normalise an answer given as a letter, ``(B)``, ``"B. text"``, an int index or an option's text."""
+AnswerForm = Literal["text", "letter", "index"]
+# The order a benchmark's answers are read in when it does not say: an option's text first (MLVU's own
+# evaluation compares option text, so "3" among "3", "6", "5", "4" is A), then a letter. Indices are
+# never guessed: only loaders whose format gives an index (LongVideoBench, EgoSchema) ask for one.
+TEXT_FIRST: tuple[AnswerForm, ...] = ("text", "letter")
+
+
+def _norm_option(text: Any) -> str:
+    return " ".join(strip_letter(str(text)).lower().split())
+
+
+def answer_letter(
+    answer: Any,
+    options: list[str] | None,
+    item_id: str,
+    forms: Sequence[AnswerForm] = TEXT_FIRST,
+) -> str:
+    """The option letter an annotation's ``answer`` names, reading it in the benchmark's own ``forms``.
+
+    ``forms`` are tried in order: ``"text"`` (the answer equals an option's text, after any ``A.``/``(A)``
+    prefix and case/whitespace), ``"letter"`` (``B``, ``(B)``, ``B. text``), ``"index"`` (an int or a digit
+    string, 0-based). A numeric answer is an index only where the benchmark's format says so.
+    """
     if not options:
         raise QAItemError(item_id, "multiple-choice question without options")
     valid = letters(len(options))
     if isinstance(answer, bool) or answer is None:
         raise QAItemError(item_id, f"no usable answer ({answer!r})")
-    if isinstance(answer, (int, float)) or (isinstance(answer, str) and answer.strip().isdigit()):
-        i = int(answer)
-        if 0 <= i < len(options):
-            return valid[i]
-        raise QAItemError(item_id, f"answer index {i} is outside the {len(options)} options")
+    if isinstance(answer, float) and answer.is_integer():
+        answer = int(answer)
     text = str(answer).strip()
-    m = re.fullmatch(r"\(?([A-Z])\)?[.:)]?(?:\s+.*)?", text, flags=re.DOTALL)
-    if m and m.group(1) in valid and (len(text) <= 4 or _PREFIX.match(text)):
-        return m.group(1)
-    norm = [strip_letter(o).strip().lower() for o in options]
-    if text.lower() in norm:
-        return valid[norm.index(text.lower())]
-    raise QAItemError(item_id, f"answer {text[:80]!r} is not among the candidates {options}")
+    norm = [_norm_option(o) for o in options]
+    for form in forms:
+        if form == "text":
+            key = " ".join(text.lower().split())
+            if key in norm:
+                return valid[norm.index(key)]
+        elif form == "letter":
+            if isinstance(answer, int):
+                continue
+            m = re.fullmatch(r"\(?([A-Z])\)?[.:)]?(?:\s+.*)?", text, flags=re.DOTALL)
+            if m and m.group(1) in valid and (len(text) <= 4 or _PREFIX.match(text)):
+                return m.group(1)
+        elif form == "index":
+            if isinstance(answer, int) or text.isdigit():
+                i = int(text)
+                if 0 <= i < len(options):
+                    return valid[i]
+                raise QAItemError(item_id, f"answer index {i} is outside the {len(options)} options")
+        else:
+            raise ValueError(f"unknown answer form {form!r} (text, letter, index)")
+    how = " or ".join(
+        {"text": "an option's text", "letter": "an option letter", "index": "an index"}[f] for f in forms
+    )
+    raise QAItemError(item_id, f"answer {text[:80]!r} is not {how} among the candidates {options}")
 
 
 def find_video(dirs: Iterable[Path], name: str, exts: Iterable[str] = VIDEO_EXTS) -> Path:

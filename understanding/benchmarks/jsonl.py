@@ -56,7 +56,7 @@ def load(path: str | Path, split: str | None = None, video_dir: str | Path | Non
             answer = rec.get("answer")
             if qtype == "mc":
                 try:
-                    answer = answer_letter(answer, options, qid)
+                    answer = answer_letter(answer, options, qid, forms=("text", "letter", "index"))
                 except QAItemError as e:
                     problems.append(Problem(qid, e.reason, str(f)))
                     continue

@@ -70,7 +70,7 @@ def load(path: str | Path, split: str | None = None, video_dir: str | Path | Non
                 problems.append(Problem(qid, "no correct_choice (test split answers are hidden)", str(f)))
                 continue
             try:
-                answer = answer_letter(rec["correct_choice"], options, qid)
+                answer = answer_letter(rec["correct_choice"], options, qid, forms=("index",))
             except QAItemError as e:
                 problems.append(Problem(qid, e.reason, str(f)))
                 continue

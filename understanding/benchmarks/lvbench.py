@@ -2,6 +2,8 @@
 
 Official line: ``key`` (YouTube id), ``type``, ``qa``: ``[{uid, question`` (options inline as
 ``\\n(A) ...``), ``answer`` (letter), ``question_type`` (list), ``time_reference``}]``; videos ``{key}.mp4``.
+Rows with a separate ``options`` column (a list, as lmms-eval's copy gives them, or a string of ``(A) ...``
+lines) are read from that column; otherwise the options are parsed out of the question.
 Category = the first listed question type (all of them are kept in ``extra["question_types"]``).
 """
 
@@ -22,6 +24,7 @@ from understanding.benchmarks.items import (
     read_jsonl,
     read_parquet,
     split_inline_options,
+    strip_letter,
 )
 
 META = "video_info.meta.jsonl"
@@ -48,6 +51,18 @@ def load(path: str | Path, split: str | None = None, video_dir: str | Path | Non
     return _from_rows(rows, root, video_dir, problems, str(p))
 
 
+def _question_and_options(rec: dict[str, Any]) -> tuple[str, list[str]]:
+    """The question stem and its options: a separate ``options`` (or ``candidates``) column when the row has
+    one (a list, or one string of ``(A) ...`` lines), else the ``(A) ...`` lines inside the question."""
+    stem, inline = split_inline_options(rec.get("question", ""))
+    column = rec.get("options") if rec.get("options") is not None else rec.get("candidates")
+    if isinstance(column, str):
+        column = split_inline_options("?\n" + column)[1] or [column]
+    if isinstance(column, (list, tuple)) and column:
+        return stem, [strip_letter(o) for o in column if str(o).strip()]
+    return stem, inline
+
+
 def _from_rows(
     rows: list[dict[str, Any]], root: Path, video_dir: Any, problems: list[Problem], src: str
 ) -> LoadResult:
@@ -55,9 +70,9 @@ def _from_rows(
     items: list[QAItem] = []
     for n, rec in enumerate(rows):
         qid = str(rec.get("uid") if rec.get("uid") is not None else f"{rec.get('key')}#{n}")
-        stem, options = split_inline_options(rec.get("question", ""))
+        stem, options = _question_and_options(rec)
         try:
-            answer = answer_letter(rec.get("answer"), options or None, qid)
+            answer = answer_letter(rec.get("answer"), options or None, qid, forms=("letter", "text"))
         except QAItemError as e:
             problems.append(Problem(qid, e.reason, src))
             continue

@@ -77,7 +77,7 @@ def _load_official(files: list[Path], root: Path, split: str | None, video_dir: 
             mc = bool(cands)
             if mc:
                 try:
-                    answer = answer_letter(rec.get("answer"), [str(c) for c in cands], qid)
+                    answer = answer_letter(rec.get("answer"), [str(c) for c in cands], qid, forms=("text",))
                 except QAItemError as e:
                     problems.append(Problem(qid, e.reason, str(f)))
                     continue
@@ -113,7 +113,7 @@ def _load_parquet(files: list[Path], root: Path, split: str | None, video_dir: A
             stem, inline = split_inline_options(rec.get("question", ""))
             options = [str(c) for c in (rec.get("candidates") or [])] or inline or None
             try:
-                answer = answer_letter(rec.get("answer"), options, qid)
+                answer = answer_letter(rec.get("answer"), options, qid, forms=("letter", "text"))
             except QAItemError as e:
                 problems.append(Problem(qid, e.reason, str(f)))
                 continue

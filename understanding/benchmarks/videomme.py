@@ -47,7 +47,7 @@ def load(path: str | Path, split: str | None = None, video_dir: str | Path | Non
                 continue
             options = [strip_letter(o) for o in (rec.get("options") or [])] or None
             try:
-                answer = answer_letter(rec.get("answer"), options, qid)
+                answer = answer_letter(rec.get("answer"), options, qid, forms=("letter", "text"))
             except QAItemError as e:
                 problems.append(Problem(qid, e.reason, str(f)))
                 continue
