@@ -203,7 +203,7 @@ def answer_letter(
     how = " or ".join(
         {"text": "an option's text", "letter": "an option letter", "index": "an index"}[f] for f in forms
     )
-    raise QAItemError(item_id, f"answer {text[:80]!r} is not {how} among the candidates {options}")
+    raise QAItemError(item_id, f"answer {text[:80]!r} is not among the candidates {options} (read as {how})")
 
 
 def find_video(dirs: Iterable[Path], name: str, exts: Iterable[str] = VIDEO_EXTS) -> Path:
