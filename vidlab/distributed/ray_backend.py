@@ -4,19 +4,63 @@ Address resolution (``ensure_ray``): an already initialised Ray is used as is; `
 ``ray job submit`` or by hand) connects to that cluster; otherwise a local instance starts with
 ``num_cpus`` from the caller and no dashboard, bound to loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
 is set before Ray is imported, and ``_node_ip_address=127.0.0.1`` is passed, because on Linux Ray
-otherwise binds the external interface). A worker that raises is retried on any actor; an actor that
+otherwise binds the external interface). Its session files and logs go under :func:`ray_temp_dir`
+(``$VIDLAB_RAY_TMPDIR``, else ``<cache root>/ray`` when that path is short enough for Ray's unix
+sockets, else ``<temp dir>/vidlab-ray-<uid>``), not only ``/tmp/ray``. A local instance this job
+started is shut down when the job ends, on an exception, and on SIGTERM/SIGINT (the handler turns
+the signal into ``SystemExit``/``KeyboardInterrupt`` so the ``finally`` runs; the previous handler is
+restored afterwards), so Ray's agents do not outlive the driver holding loopback ports. A worker that raises is retried on any actor; an actor that
 dies (crash, OOM, ``ray.kill``) is replaced and its item retried; after ``max_retries`` the item gets an
 error record and the job goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import tempfile
+import threading
 import warnings
 from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
+RAY_TMP_ENV = "VIDLAB_RAY_TMPDIR"
+# Ray puts unix sockets at <temp>/session_<date>_<pid>/sockets/<name>; AF_UNIX paths stop at 107 bytes.
+_MAX_TEMP_LEN = 30
+
+
+def ray_temp_dir() -> Path:
+    """Where a locally started Ray keeps its session files and logs (see module docstring)."""
+    env = os.environ.get(RAY_TMP_ENV)
+    if env:
+        return Path(env).expanduser()
+    from vidlab.paths import cache_dir
+
+    cand = cache_dir("ray")
+    if len(str(cand)) <= _MAX_TEMP_LEN:
+        return cand
+    return Path(tempfile.gettempdir()) / f"vidlab-ray-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+
+
+@contextlib.contextmanager
+def _shutdown_on_signals(active: bool) -> Iterator[None]:
+    """While active (this job started Ray) and on the main thread, SIGTERM raises SystemExit(143)."""
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def ensure_ray(num_cpus: int | None = None) -> bool:
@@ -38,10 +82,13 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
             RuntimeWarning,
             stacklevel=2,
         )
+    temp = ray_temp_dir()
+    temp.mkdir(parents=True, exist_ok=True)
     ray.init(
         num_cpus=num_cpus or os.cpu_count() or 1,
         include_dashboard=False,
         _node_ip_address=LOOPBACK,
+        _temp_dir=str(temp),
         log_to_driver=True,
     )
     return True
@@ -76,9 +123,6 @@ def run_ray(
     """Dispatch ``pending`` over ``num_workers`` actors; see the module docstring for failure handling."""
     started = ensure_ray(num_cpus=max(1, int(num_workers * max(num_cpus, 1))))
     import ray
-    from ray.exceptions import RayTaskError
-
-    from .executor import WorkerInitError
 
     remote_host = ray.remote(_Host)
     generation = [0] * num_workers
@@ -90,11 +134,34 @@ def run_ray(
             num_cpus=num_cpus, num_gpus=num_gpus, name=actor_name, max_restarts=0, max_task_retries=0
         ).remote(worker_cls, kwargs)
 
-    actors = [spawn(i) for i in range(num_workers)]
+    with _shutdown_on_signals(started):
+        _dispatch(ray, pending, worker_cls, max_retries, rec, num_workers, spawn, started)
+
+
+def _dispatch(
+    ray: Any,
+    pending: list[dict[str, Any]],
+    worker_cls: type,
+    max_retries: int,
+    rec: Any,
+    num_workers: int,
+    spawn: Any,
+    started: bool,
+) -> None:
+    from ray.exceptions import RayTaskError
+
+    from vidlab.errors import UserError
+
+    from .executor import WorkerInitError
+
+    actors: list[Any] = []
     try:
+        actors.extend(spawn(i) for i in range(num_workers))
         try:
             ray.get([a.ready.remote() for a in actors])
         except RayTaskError as e:
+            if isinstance(e.cause, UserError):
+                raise e.cause from None  # the user's mistake (a wrong model name): one line
             raise WorkerInitError(
                 f"could not construct {worker_cls.__name__} in a Ray actor: {e.cause or e}"
             ) from e
