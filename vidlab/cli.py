@@ -11,6 +11,8 @@ import sys
 from importlib import import_module
 from importlib.metadata import entry_points
 
+from vidlab.errors import UserError
+
 DESCRIPTIONS = {
     "synth": "render a procedural test video (shapes, colours, counters, text) to mp4",
     "contact-sheet": "read a video through vidlab and write a contact-sheet PNG plus its metadata",
@@ -27,9 +29,26 @@ DESCRIPTIONS = {
 }
 
 
-def commands() -> dict[str, str]:
-    """Registered subcommands as ``name -> "module:function"``."""
-    return {ep.name: ep.value for ep in entry_points(group="vidlab.commands")}
+def _module_exists(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is not installed
+        return False
+
+
+def commands(available_only: bool = True) -> dict[str, str]:
+    """Registered subcommands as ``name -> "module:function"``; by default only those whose module is
+    installed (``demo`` lives in the checkout's ``demos/`` package, not in the wheel)."""
+    cmds = {ep.name: ep.value for ep in entry_points(group="vidlab.commands")}
+    if available_only:
+        cmds = {n: v for n, v in cmds.items() if _module_exists(v.split(":")[0])}
+    return cmds
+
+
+class CommandUnavailable(UserError):
+    """A subcommand whose code or optional dependencies are not installed."""
 
 
 def _usage(cmds: dict[str, str]) -> str:
@@ -47,32 +66,72 @@ def _usage(cmds: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+_EXTRAS = {
+    "torch": "clip",
+    "torchvision": "clip",
+    "open_clip": "clip",
+    "safetensors": "clip",
+    "diffusers": "gen",
+    "transformers": "gen",
+    "accelerate": "gen",
+    "ftfy": "gen",
+    "sentencepiece": "gen",
+    "pandas": "understand",
+    "pyarrow": "understand",
+    "ray": "ray",
+    "gradio": "demo",
+    "faiss": "ann",
+}
+_OWN = ("vidlab", "generation", "understanding", "demos", "benchmarks")
+
+
 def load_command(name: str):
+    """The ``main(argv)`` of subcommand ``name``; a UserError (one line) if it is unknown or its
+    optional dependencies are missing. An import error inside our own code stays a bug (traceback)."""
     cmds = commands()
     if name not in cmds:
         import difflib
 
         close = difflib.get_close_matches(name, list(cmds), n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise SystemExit(f"vidlab: unknown command {name!r}.{hint}\n\n{_usage(cmds)}")
+        hint = f"did you mean: {', '.join(close)}? " if close else ""
+        raise CommandUnavailable(f"unknown command {name!r}; {hint}`vidlab --help` lists the commands")
     module, func = cmds[name].split(":")
-    return getattr(import_module(module), func)
+    try:
+        return getattr(import_module(module), func)
+    except ModuleNotFoundError as e:
+        missing = (e.name or "").split(".")[0]
+        if not missing or missing in _OWN:
+            raise
+        extra = _EXTRAS.get(missing)
+        how = f"pip install 'vidlab[{extra}]'" if extra else f"pip install {missing}"
+        raise CommandUnavailable(
+            f"`vidlab {name}` needs the {missing!r} package, which is not installed: {how}"
+        ) from e
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``vidlab [--debug] <command> [args]``: every command fails the same way (see vidlab.errors)."""
+    from vidlab.errors import run_command
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    cmds = commands()
+    debug = False
+    while argv and argv[0] == "--debug":  # `vidlab --debug generate ...` as well as `... generate --debug`
+        argv.pop(0)
+        debug = True
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(_usage(cmds))
+        print(_usage(commands()))
         return 0
     if argv[0] == "--version":
         from vidlab import __version__
 
         print(f"vidlab {__version__}")
         return 0
-    from vidlab.errors import run_command
+    name, rest = argv[0], argv[1:] + (["--debug"] if debug else [])
 
-    return run_command(f"vidlab {argv[0]}", load_command(argv[0]), argv[1:])
+    def dispatch(args: list[str]) -> int | None:
+        return load_command(name)(args)
+
+    return run_command(f"vidlab {name}", dispatch, rest)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,69 @@ def test_help_lists_commands(capsys):
         assert name in out
 
 
-def test_unknown_command_suggests_close_name():
-    with pytest.raises(SystemExit, match="Did you mean: generate"):
-        cli.main(["generat"])
+def test_unknown_command_is_one_line_exit_2_with_suggestion(capsys):
+    assert cli.main(["generat"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown command 'generat'; did you mean: generate?" in err[0]
+
+
+def _fake_commands(monkeypatch, table):
+    from importlib.metadata import EntryPoint
+
+    eps = [EntryPoint(name=n, value=v, group="vidlab.commands") for n, v in table.items()]
+    monkeypatch.setattr(cli, "entry_points", lambda group: eps)
+
+
+def test_help_lists_only_commands_whose_code_is_installed(monkeypatch, capsys):
+    _fake_commands(monkeypatch, {"synth": "vidlab.video.cli:synth_main", "ghost": "no_such_pkg_9.app:main"})
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "synth" in out and "ghost" not in out
+    assert cli.main(["ghost"]) == 2
+
+
+def test_missing_optional_dependency_is_one_line_naming_the_extra(monkeypatch, tmp_path, capsys):
+    (tmp_path / "vidlab_fake_cmd.py").write_text(
+        "import gradio_not_installed_xyz\ndef main(argv):\n    return 0\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli._EXTRAS, "gradio_not_installed_xyz", "demo")
+    _fake_commands(monkeypatch, {"fake": "vidlab_fake_cmd:main"})
+    assert cli.main(["fake"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'vidlab[demo]'" in err[0]
+
+
+def test_import_error_inside_our_own_code_stays_a_bug(monkeypatch, tmp_path):
+    (tmp_path / "vidlab_fake_cmd3.py").write_text("import vidlab.no_such_module\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _fake_commands(monkeypatch, {"fake": "vidlab_fake_cmd3:main"})
+    with pytest.raises(ModuleNotFoundError):
+        cli.main(["fake"])
+
+
+def _raiser_commands(monkeypatch, tmp_path):
+    (tmp_path / "vidlab_fake_err.py").write_text(
+        "from vidlab.config import ConfigError\n"
+        "def main(argv):\n    raise ConfigError('steps: expected an int, got \\'two\\'')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _fake_commands(monkeypatch, {"fake": "vidlab_fake_err:main"})
+
+
+def test_debug_flag_anywhere_and_env_show_the_traceback(monkeypatch, tmp_path, capsys):
+    from vidlab.config import ConfigError
+
+    _raiser_commands(monkeypatch, tmp_path)
+    monkeypatch.delenv("VIDLAB_DEBUG", raising=False)
+    assert cli.main(["fake", "steps=two"]) == 2
+    assert capsys.readouterr().err.strip() == "vidlab fake: error: steps: expected an int, got 'two'"
+    for argv in (["--debug", "fake"], ["fake", "--debug"]):
+        with pytest.raises(ConfigError):
+            cli.main(argv)
+    monkeypatch.setenv("VIDLAB_DEBUG", "1")
+    with pytest.raises(ConfigError):
+        cli.main(["fake"])
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
