@@ -1,0 +1,121 @@
+"""``vidlab compbench {generate,score,report,export}``: the T2V-CompBench jobs, one config for all four.
+
+vidlab compbench generate --preset compbench/tiny                 # plan all layouts, then generate
+vidlab compbench generate --preset compbench/wan2.1-t2v-14b run.num_workers=8
+vidlab compbench score    --preset compbench/tiny score.metrics=[clip_alignment,clip_presence]
+vidlab compbench report   --preset compbench/tiny                 # tables + chart in <out>/report/
+vidlab compbench export   --preset compbench/tiny --root videos/  # <root>/<method>/<category>/0001.mp4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+EPILOG = """subcommands share one config (CompbenchConfig): --preset NAME|PATH (configs/compbench/*.yaml; default
+compbench/tiny) and trailing key=value overrides, e.g.
+  out=outputs/cb  categories=[spatial_relationship,numeracy]  prompts_per_category=5  seeds=[0,1]
+  methods=[baseline,both]  planner=llm  generate.steps=30  generate.comp_attn.lam.step_fraction=0.25
+  run.backend=ray  run.num_workers=8  run.num_gpus_per_worker=1  score.clip_model=ViT-L-14:openai
+  score.presence_threshold=0.22  score.ingest=official_csvs/  export_seed=0
+
+generate plans every layout first (layouts/, LLM planner cache reused), then generates prompt x seed x method
+items (baseline, sci, lam, both share layout and seed), resumably: rerun the same command to finish or retry.
+A rerun with different generation settings is refused (use another out= or --overwrite).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    from vidlab.config import add_config_args
+
+    p = argparse.ArgumentParser(
+        prog="vidlab compbench",
+        description="T2V-CompBench jobs: generate (sharded, resumable), score (pluggable metrics, official CSV "
+        "ingest), report (per-category deltas with bootstrap CIs, time overhead, bar chart), export (the official "
+        "evaluators' folder layout).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="{generate,score,report,export,metrics}")
+    helps = {
+        "generate": "plan layouts, then generate every prompt x seed x method (resumable)",
+        "score": "run the configured metrics over the generated videos (resumable); ingest official CSVs",
+        "report": "per-category tables (md + csv) with deltas, bootstrap CIs, time overhead, bar chart",
+        "export": "link the videos into <root>/<method>/<category>/0001.mp4 for the official scripts",
+        "metrics": "list the registered metrics",
+    }
+    for name, text in helps.items():
+        sp = sub.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name != "metrics":
+            add_config_args(sp)
+        if name in ("generate", "score"):
+            sp.add_argument(
+                "--overwrite", action="store_true", help="discard a previous job with other settings"
+            )
+        if name == "export":
+            sp.add_argument("--root", help="export folder (default: export_root, else <out>/official)")
+            sp.add_argument(
+                "--allow-missing", action="store_true", help="export what exists even if items are missing"
+            )
+    return p
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from generation.compbench.config import CompbenchConfig
+    from vidlab.config import config_from_args
+
+    if not getattr(args, "preset", None):
+        args.preset = "compbench/tiny"
+    return config_from_args(CompbenchConfig, args).check()
+
+
+def compbench_main(argv: list[str] | None = None) -> int:
+    """Entry point of ``vidlab compbench``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "metrics":
+        from generation.compbench.metrics import available, get_metric
+
+        for name in available():
+            cls = get_metric(name)
+            print(f"{name:22s} {getattr(cls, 'description', '')}")
+        return 0
+    cfg = _config(args)
+    if args.command == "generate":
+        from generation.compbench.jobs import generate_run
+
+        res = generate_run(cfg, overwrite=args.overwrite)
+        fails = res["plan_failed"]
+        print(
+            f"{res['items']} items: {res['status']}; layouts planned {res['planned']}, reused {res['plans_reused']}, "
+            f"failed {len(fails)}; manifest {res['manifest']}"
+        )
+        for err in res["job"]["errors"][:5]:
+            print(f"  failed {err['id']}: {err['type']}: {err['message'][:160]}")
+        return 0 if res["status"].get("ok", 0) == res["items"] else 1
+    if args.command == "score":
+        from generation.compbench.scoring import score_run
+
+        print(json.dumps(score_run(cfg, overwrite=args.overwrite), indent=1))
+        return 0
+    if args.command == "report":
+        from generation.compbench.report import build_report
+
+        res = build_report(cfg)
+        print(open(res["markdown"], encoding="utf-8").read())
+        print(f"wrote {res['markdown']}, {res['csv']} and {res['png']}")
+        return 0
+    from generation.compbench.export import export_official
+
+    res = export_official(cfg, root=args.root, allow_missing=args.allow_missing)
+    print(
+        f"exported seed {res['seed']} to {res['root']}: {res['linked']} linked, {res['copied']} copied, "
+        f"{len(res['missing'])} missing"
+    )
+    return 0

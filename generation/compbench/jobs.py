@@ -1,0 +1,221 @@
+"""The generation job: items (prompt x seed x method), planning first, sharded generation, the manifest.
+
+``generate_run(cfg)`` validates the config and the suite, takes the job folder (``<out>/gen``: lock +
+identity, so a rerun with other generation settings is refused, naming what differs), plans every layout,
+then runs :class:`CompbenchWorker` over the items with :func:`vidlab.distributed.run_job` (local, or Ray
+actors with ``run.num_gpus_per_worker`` each). Items are ordered prompt by prompt, so the methods of one
+prompt run back to back on a loaded pipeline. A finished item counts only if its mp4 is complete (decodes
+to the expected frame count); failures are recorded and retried on the next run. ``<out>/manifest.jsonl``
+then holds one row per item: prompt id, category, method, seed, paths, seconds, peak memory, status, error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from generation.compbench.config import CompbenchConfig
+from generation.compbench.planning import layout_path, plan_all
+from generation.compbench.suite import Prompt, Suite, load_suite
+
+GEN_DIR = "gen"
+MANIFEST = "manifest.jsonl"
+
+
+def video_relpath(p: Prompt, seed: int, method: str) -> str:
+    return f"videos/{method}/seed{seed}/{p.category}/{p.video_name}"
+
+
+def item_id(p: Prompt, seed: int, method: str) -> str:
+    return f"{p.id}|s{seed}|{method}"
+
+
+def select_prompts(cfg: CompbenchConfig, suite: Suite | None = None) -> tuple[Suite, list[Prompt]]:
+    suite = suite or load_suite(cfg.data or None)
+    return suite, suite.select(cfg.categories, cfg.prompts_per_category, cfg.prompt_ids)
+
+
+def build_items(cfg: CompbenchConfig, prompts: list[Prompt]) -> list[dict[str, Any]]:
+    """One item per prompt x seed x method, grouped by prompt (then seed) so methods run back to back."""
+    items = []
+    out = Path(cfg.out)
+    for p in prompts:
+        for seed in cfg.seeds:
+            for method in cfg.methods:
+                items.append(
+                    {
+                        "id": item_id(p, seed, method),
+                        "prompt_id": p.id,
+                        "category": p.category,
+                        "index": p.index,
+                        "prompt": p.text,
+                        "seed": int(seed),
+                        "method": method,
+                        "layout": str(layout_path(out, p.id).relative_to(out)),
+                        "video": video_relpath(p, seed, method),
+                    }
+                )
+    return items
+
+
+def identity(cfg: CompbenchConfig, suite: Suite) -> dict[str, Any]:
+    """What makes a video what it is: generation settings, planner, the benchmark files (not the selection,
+    worker counts or scoring, so a bigger selection or more GPUs resume the same job)."""
+    from vidlab.distributed import make_identity
+
+    return make_identity(
+        {
+            "generate": dataclasses.asdict(cfg.generate),
+            "planner": cfg.planner,
+            "measure_layout": cfg.measure_layout,
+        },
+        {"suite": suite.fingerprint},
+        command="compbench generate",
+    )
+
+
+def video_complete(out: Path, item: dict[str, Any], frames: int) -> bool:
+    """The item's mp4 exists, is not a fragment and decodes to ``frames`` frames."""
+    path = out / item["video"]
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        from vidlab.video import open_video
+
+        with open_video(path) as r:
+            return r.num_frames == frames
+    except Exception:  # noqa: BLE001 - any unreadable file is "not done"
+        return False
+
+
+def generate_run(
+    cfg: CompbenchConfig,
+    worker_cls: type | None = None,
+    worker_extra: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Plan, then generate every item (see the module docstring); returns a summary dict."""
+    from generation.compbench.worker import CompbenchWorker
+    from vidlab.distributed import open_job, run_job
+    from vidlab.io import sweep_stale
+
+    cfg.check()
+    suite, prompts = select_prompts(cfg)
+    out = Path(cfg.out)
+    items = build_items(cfg, prompts)
+    ident = identity(cfg, suite)
+    gen_dir = out / GEN_DIR
+    with open_job(gen_dir, ident, overwrite=overwrite):
+        from vidlab.config import save_resolved
+
+        save_resolved(cfg, out, name="config.yaml")
+        plan = plan_all(prompts, out, cfg.planner, threads=cfg.run.plan_threads, progress=cfg.run.progress)
+        for d in {(out / it["video"]).parent for it in items}:
+            sweep_stale(d)  # temporaries of a writer that was killed
+        frames = cfg.generate.frames
+        summary = run_job(
+            items,
+            worker_cls or CompbenchWorker,
+            gen_dir,
+            backend=cfg.run.backend,
+            num_workers=cfg.run.num_workers,
+            num_cpus_per_worker=cfg.run.num_cpus_per_worker,
+            num_gpus_per_worker=cfg.run.num_gpus_per_worker,
+            max_retries=cfg.run.max_retries,
+            worker_kwargs={
+                "generate": dataclasses.asdict(cfg.generate),
+                "out": str(out),
+                "measure_layout": cfg.measure_layout,
+                **(worker_extra or {}),
+            },
+            validate=lambda it, res: video_complete(out, it, frames),
+            desc="compbench generate",
+            progress=cfg.run.progress,
+            identity=ident,
+        )
+        rows = write_manifest(cfg, items)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return {
+        "items": len(items),
+        "status": counts,
+        "planned": plan.planned,
+        "plans_reused": plan.reused,
+        "plan_failed": plan.failed,
+        "job": summary.to_dict(),
+        "manifest": str(out / MANIFEST),
+    }
+
+
+def manifest_rows(cfg: CompbenchConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per item from the job records (latest wins; ``pending`` if it never ran)."""
+    from vidlab.distributed import read_records
+
+    out = Path(cfg.out)
+    records = read_records(out / GEN_DIR) if (out / GEN_DIR).is_dir() else {}
+    rows = []
+    for it in items:
+        rec = records.get(it["id"], {})
+        res = rec.get("result") or {}
+        err = rec.get("error") or None
+        status = rec.get("status", "pending")
+        if status == "ok" and not video_complete(out, it, cfg.generate.frames):
+            status, err = (
+                "pending",
+                {"type": "IncompleteVideo", "message": f"{it['video']} is missing or damaged"},
+            )
+        rows.append(
+            {
+                "id": it["id"],
+                "prompt_id": it["prompt_id"],
+                "category": it["category"],
+                "index": it["index"],
+                "prompt": it["prompt"],
+                "method": it["method"],
+                "seed": it["seed"],
+                "video": it["video"],
+                "layout": it["layout"],
+                "seconds": res.get("seconds"),
+                "peak_gpu_mb": res.get("peak_gpu_mb"),
+                "peak_rss_mb": res.get("peak_rss_mb"),
+                "status": status,
+                "error": None
+                if status == "ok" or err is None
+                else f"{err.get('type')}: {err.get('message')}",
+                "attempts": rec.get("attempts"),
+                **(
+                    {"layout_faithfulness": res["layout_faithfulness"]}
+                    if "layout_faithfulness" in res
+                    else {}
+                ),
+            }
+        )
+    return rows
+
+
+def write_manifest(cfg: CompbenchConfig, items: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """(Re)write ``<out>/manifest.jsonl`` atomically from the job records."""
+    import json
+
+    from vidlab.io import atomic_write_text
+
+    if items is None:
+        _, prompts = select_prompts(cfg)
+        items = build_items(cfg, prompts)
+    rows = manifest_rows(cfg, items)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    atomic_write_text(Path(cfg.out) / MANIFEST, text)
+    return rows
+
+
+def read_manifest(out: str | Path) -> list[dict[str, Any]]:
+    import json
+
+    from generation.compbench.suite import SuiteError
+
+    path = Path(out) / MANIFEST
+    if not path.is_file():
+        raise SuiteError(f"{path} does not exist: run `vidlab compbench generate` with this config first")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,133 @@
+"""``score_run(cfg)``: every configured metric over every generated video, resumably; official CSVs merged.
+
+Each metric is its own job folder ``<out>/scores/<metric>/`` (lock + identity: the metric settings and the
+benchmark files), run with :func:`vidlab.distributed.run_job` (the metric's model loads once per worker).
+An item is a finished manifest row plus the video's size and mtime, so a regenerated video is scored
+again. After the run, the metric's ``finalize`` (e.g. presence-threshold calibration) turns the records
+into ``<out>/scores/<metric>.jsonl``; ``score.ingest=DIR`` adds ``<out>/scores/official.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from generation.compbench.config import CompbenchConfig, ScoreConfig
+from generation.compbench.metrics import MetricError, VideoContext, get_metric
+
+SCORES = "scores"
+
+
+class ScoreWorker:
+    """Builds one metric (its model loads once) and scores manifest rows with it."""
+
+    def __init__(self, metric: str, score: dict[str, Any], data: str, out: str) -> None:
+        from generation.compbench.suite import load_suite
+        from vidlab.config import from_dict
+
+        self.cfg = from_dict(ScoreConfig, score)
+        self.suite = load_suite(data or None)
+        self.out = Path(out)
+        self.metric = get_metric(metric)(self.cfg, self.suite)
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        ctx = VideoContext(
+            row=item,
+            prompt=self.suite.get(item["prompt_id"]),
+            video=self.out / item["video"],
+            layout_file=self.out / item["layout"] if item.get("layout") else None,
+            num_frames=self.cfg.num_frames,
+        )
+        return self.metric.score(ctx)
+
+
+def score_items(cfg: CompbenchConfig) -> list[dict[str, Any]]:
+    from generation.compbench.jobs import read_manifest
+
+    out = Path(cfg.out)
+    items = []
+    for r in read_manifest(out):
+        if r["status"] != "ok" or r["method"] not in cfg.methods:
+            continue
+        st = (out / r["video"]).stat()
+        keep = (
+            "id",
+            "prompt_id",
+            "category",
+            "index",
+            "method",
+            "seed",
+            "video",
+            "layout",
+            "layout_faithfulness",
+        )
+        items.append({**{k: r[k] for k in keep if k in r}, "video_stamp": f"{st.st_size}-{st.st_mtime_ns}"})
+    return items
+
+
+def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
+    """Run every metric of ``cfg.score.metrics`` (see module docstring); returns per-metric summaries."""
+    from generation.compbench.suite import load_suite
+    from vidlab.distributed import make_identity, read_records, run_job
+    from vidlab.io import atomic_write_json, atomic_write_text
+
+    for name in cfg.score.metrics:
+        check = getattr(get_metric(name), "check", None)  # unknown names fail here, before any model loads
+        if check is not None:
+            check(cfg)
+    suite = load_suite(cfg.data or None)
+    items = score_items(cfg)
+    if not items:
+        raise MetricError(
+            f"no generated videos to score in {cfg.out} (run `vidlab compbench generate` first)"
+        )
+    out = Path(cfg.out)
+    summaries: dict[str, Any] = {}
+    score_dict = dataclasses.asdict(cfg.score)
+    for name in cfg.score.metrics:
+        job = out / SCORES / name
+        settings = {k: v for k, v in score_dict.items() if k not in ("metrics", "ingest", "device")}
+        ident = make_identity(settings, {"suite": suite.fingerprint}, command="compbench score", metric=name)
+        summary = run_job(
+            items,
+            ScoreWorker,
+            job,
+            backend="local",
+            max_retries=0,
+            worker_kwargs={"metric": name, "score": score_dict, "data": cfg.data, "out": str(out)},
+            desc=f"score {name}",
+            progress=cfg.run.progress,
+            identity=ident,
+            overwrite=overwrite,
+        )
+        recs = read_records(job)
+        results = {it["id"]: (recs.get(it["id"]) or {}).get("result") for it in items}
+        ok = {k: v for k, v in results.items() if v is not None}
+        finalize = getattr(get_metric(name), "finalize", None)
+        if finalize is not None:
+            ok = finalize(cfg.score, ok)
+        lines = []
+        for it in items:
+            if it["id"] in ok:
+                row = {k: it[k] for k in ("id", "prompt_id", "category", "index", "method", "seed")}
+                lines.append(json.dumps({**row, **ok[it["id"]]}, ensure_ascii=False))
+        atomic_write_text(out / SCORES / f"{name}.jsonl", "\n".join(lines) + ("\n" if lines else ""))
+        summaries[name] = {"scored": len(ok), "failed": summary.failed, "errors": summary.errors[:3]}
+    if cfg.score.ingest:
+        from generation.compbench.official.csv_ingest import ingest_dir
+
+        official = ingest_dir(cfg.score.ingest, cfg.methods)
+        atomic_write_json(out / SCORES / "official.json", official)
+        summaries["official"] = {m: sorted(c) for m, c in official.items()}
+    return summaries
+
+
+def read_scores(out: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """``{metric: rows}`` from ``<out>/scores/*.jsonl``."""
+    d = Path(out) / SCORES
+    res: dict[str, list[dict[str, Any]]] = {}
+    for p in sorted(d.glob("*.jsonl")) if d.is_dir() else []:
+        res[p.stem] = [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return res
