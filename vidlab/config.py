@@ -372,12 +372,14 @@ def _plain(obj: Any) -> Any:
 # --- the one command-line grammar: ``--preset NAME|PATH`` plus positional ``key=value`` overrides ---
 
 
-def add_config_args(parser: Any) -> None:
+def add_config_args(parser: Any, positional: bool = True) -> None:
     """Give an argparse parser the shared config grammar.
 
     ``--preset NAME|PATH`` picks a YAML preset; trailing ``key=value`` words are overrides
     (``--set key=value`` is an alias that may be repeated). Read them back with
-    :func:`config_from_args`.
+    :func:`config_from_args`. A command whose own positional argument takes many words (``vidlab index
+    INPUTS...``) passes ``positional=False``, moves the ``key=value`` words of its positional into
+    ``args.overrides`` itself, and gets only the two options here.
     """
     parser.add_argument(
         "--preset", metavar="NAME|PATH", help="YAML preset: a name in configs/ or a path to a .yaml file"
@@ -390,6 +392,8 @@ def add_config_args(parser: Any) -> None:
         metavar="KEY=VALUE",
         help="an override, same as a trailing key=value word (may be repeated)",
     )
+    if not positional:
+        return
     parser.add_argument(
         "overrides",
         nargs="*",

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from vidlab.distributed import read_records, run_job
-from vidlab.distributed.toy import EchoWorker, FlakyWorker
+from vidlab.distributed.toy import CrashWorker, EchoWorker, FlakyWorker
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -79,16 +79,9 @@ def test_actor_killed_mid_item_is_replaced_and_item_retried(ray_session, tmp_pat
 def test_actor_death_after_retries_is_recorded(ray_session, tmp_path):
     items = _items(3)
     items[1]["crash"] = True
-    s = run_job(items, _Crasher, tmp_path / "out", backend="ray", num_workers=1, max_retries=1)
+    s = run_job(items, CrashWorker, tmp_path / "out", backend="ray", num_workers=1, max_retries=1)
     assert (s.done, s.failed) == (2, 1)
     assert s.errors[0]["id"] == "i1" and "Actor" in s.errors[0]["type"] and s.errors[0]["attempts"] == 2
-
-
-class _Crasher(EchoWorker):
-    def process(self, item):
-        if item.get("crash"):
-            os._exit(3)  # the worker process dies
-        return super().process(item)
 
 
 def test_failed_item_recorded_then_rerun_completes(ray_session, tmp_path):

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from vidlab.clip.cli import index_main, search_main
+from vidlab.errors import UserError
 from vidlab.video.synth import render_synthetic
 
 
@@ -59,12 +60,17 @@ def test_list_file_input_and_bad_arguments(videos, tmp_path, capsys):
         index_main([str(lst), "--cache-dir", str(tmp_path / "i"), "--sampling", "every=12", "--quiet"]) == 0
     )
     assert "videos: 2  indexed: 2" in capsys.readouterr().out
-    assert index_main([str(lst), "--cache-dir", str(tmp_path / "i"), "--sampling", "fps=0"]) == 1
-    assert "fps must be a positive number" in capsys.readouterr().err
-    assert index_main([str(lst), "--cache-dir", str(tmp_path / "i"), "--model", "ViT-B-33"]) == 1
-    assert "ViT-B-32" in capsys.readouterr().err
-    assert search_main(["x", "--index", str(tmp_path / "nothing")]) == 1
-    assert "no corpus manifest" in capsys.readouterr().err
+    with pytest.raises(UserError, match="fps must be a positive number"):
+        index_main([str(lst), "--cache-dir", str(tmp_path / "i"), "--sampling", "fps=0"])
+    with pytest.raises(UserError, match="ViT-B-32"):
+        index_main([str(lst), "--cache-dir", str(tmp_path / "j"), "--model", "ViT-B-33"])
+    assert not (tmp_path / "j").exists()  # a wrong model name leaves no folder behind
+    with pytest.raises(UserError, match="no corpus manifest"):
+        search_main(["x", "--index", str(tmp_path / "nothing")])
+    with pytest.raises(UserError, match="workers: expected an int >= 1, got 0"):
+        index_main([str(lst), "--cache-dir", str(tmp_path / "i"), "--workers", "0"])
+    with pytest.raises(UserError, match="batch_size: expected an int >= 1, got 'many'"):
+        index_main([str(lst), "batch_size=many", "--cache-dir", str(tmp_path / "i")])
 
 
 @pytest.mark.parametrize("main", [index_main, search_main])
@@ -95,9 +101,25 @@ def test_preset_sets_defaults_and_flags_override(videos, tmp_path, capsys):
         ]
     )
     assert rc == 0 and "frames: 2" in capsys.readouterr().out
+    # key=value words sit between preset and flags
+    assert (
+        index_main(
+            [
+                str(lst),
+                "sampling=every=8",
+                "--cache-dir",
+                str(tmp_path / "i"),
+                "--preset",
+                str(preset),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert "frames: 9" in capsys.readouterr().out
     preset.write_text("workerz: 3\n")
-    assert index_main([str(lst), "--cache-dir", str(tmp_path / "i"), "--preset", str(preset)]) == 1
-    assert "workerz" in capsys.readouterr().err
+    with pytest.raises(UserError, match="workerz"):
+        index_main([str(lst), "--cache-dir", str(tmp_path / "i"), "--preset", str(preset)])
 
 
 def test_search_skips_a_corrupt_cache_with_a_warning(videos, tmp_path, capsys, caplog):
@@ -117,3 +139,66 @@ def test_search_skips_a_corrupt_cache_with_a_warning(videos, tmp_path, capsys, c
     assert "indexed: 1  cached: 1" in capsys.readouterr().out
     assert search_main(["x", "--index", str(idx), "-k", "3"]) == 0
     assert "over 18 frames of 2 videos" in capsys.readouterr().out
+
+
+def test_index_merges_manifests_and_search_sees_every_video(videos, tmp_path, capsys):
+    """Indexing a second batch into the same cache keeps the first (it was replaced before)."""
+    from vidlab.clip.corpus import entries
+
+    idx = tmp_path / "i"
+    for name in ("clip0.mp4", "clip1.mp4"):
+        assert (
+            index_main([str(videos / name), "--cache-dir", str(idx), "--sampling", "every=24", "--quiet"])
+            == 0
+        )
+    manifest = json.loads((idx / "manifest.json").read_text())
+    assert sorted(v["video"].rsplit("/", 1)[-1] for v in manifest["videos"]) == ["clip0.mp4", "clip1.mp4"]
+    capsys.readouterr()
+    assert search_main(["x", "--index", str(idx), "-k", "3"]) == 0
+    assert "over 6 frames of 2 videos" in capsys.readouterr().out
+    # another sampling gets its own entry; search still sees both videos, each once
+    assert (
+        index_main([str(videos / "clip0.mp4"), "--cache-dir", str(idx), "--sampling", "every=36", "--quiet"])
+        == 0
+    )
+    manifest = json.loads((idx / "manifest.json").read_text())
+    assert sorted((e["sampling"], e["num_videos"]) for e in entries(manifest)) == [
+        ("every=24", 2),
+        ("every=36", 1),
+    ]
+    capsys.readouterr()
+    assert search_main(["x", "--index", str(idx), "-k", "3"]) == 0
+    assert "over 5 frames of 2 videos" in capsys.readouterr().out  # clip0 at every=36 (2) + clip1 (3)
+    assert search_main(["x", "--index", str(idx), "-k", "3", "--sampling", "every=24"]) == 0
+    assert "over 6 frames of 2 videos" in capsys.readouterr().out
+    with pytest.raises(UserError, match="no index with sampling 'fps=9'"):
+        search_main(["x", "--index", str(idx), "--sampling", "fps=9"])
+
+
+def test_symlink_loop_and_locked_cache_are_one_line(videos, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    from vidlab.cli import main
+
+    loop = tmp_path / "loop.mp4"
+    loop.symlink_to(loop)
+    assert main(["index", str(loop), "--cache-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "symlink loop" in err[0] and str(loop) in err[0]
+    assert not (tmp_path / "c").exists()
+
+    cache = tmp_path / "busy"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from vidlab.distributed import job_lock\n"
+         f"with job_lock({str(cache)!r}):\n    print('held', flush=True); sys.stdin.readline()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["index", str(videos / "clip0.mp4"), "--cache-dir", str(cache), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "in use by another running job" in err[0]
+        assert sorted(p.name for p in cache.iterdir()) == [".job.lock"]
+    finally:
+        holder.communicate("\n", timeout=30)

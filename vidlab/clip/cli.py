@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from vidlab.errors import UserError
 
 INDEX_EPILOG = """examples:
   vidlab index videos/ --cache-dir outputs/index                       # tiny built-in model, 1 frame/s
   vidlab index videos/ --cache-dir outputs/index --model ViT-B-16:openai --sampling fps=2
   vidlab index list.txt --cache-dir outputs/index --backend ray --workers 2
   vidlab index videos/ --preset my_index.yaml        # IndexConfig keys, e.g. workers: 4, gpus_per_worker: 0.5
+  vidlab index videos/ --cache-dir outputs/index sampling=every=12 batch_size=32   # key=value overrides
   RAY_ADDRESS=ray://head:10001 vidlab index /data/videos --cache-dir /data/index --backend ray \\
       --workers 16 --gpus-per-worker 0.25
 
@@ -19,19 +25,25 @@ Inputs are folders (searched recursively for video files), list files (.txt: one
 video files. Each video gets one cache file in --cache-dir, keyed by its content identity, the model
 tag, the sampling spec and the preprocessing version, so renamed videos are not re-embedded and a
 rerun only does what is missing (failures are retried). Writes DIR/manifest.json (what `vidlab search`
-reads), the job's records (DIR/jobs/<model>__<sampling>/results.jsonl), summary.json and config.yaml.
+reads; indexing more videos into DIR merges them in, and another --sampling gets its own entry), the
+job's records (DIR/jobs/<model>__<sampling>/results.jsonl), summary.json and config.yaml. Settings:
+defaults <- --preset <- key=value words <- explicit flags. A second `vidlab index` into the same DIR
+while one runs is refused (one line).
 The default model is the tiny built-in one (random weights: plumbing only); use a real CLIP such as
 ViT-B-16:openai (VideoBrain's) for meaningful retrieval.
-Exit status: 0 all indexed, 2 some videos failed (listed in the summary), 1 bad arguments.
+Exit status: 0 all indexed; 2 a user error (one line on stderr) or some videos failed (listed).
 """
 
 SEARCH_EPILOG = """examples:
   vidlab search "a red ball rolling" --index outputs/index -k 10
   vidlab search "goal celebration" --index outputs/index -k 5 --nms 48 --json
   vidlab search "a dog" --index outputs/index --scorer faiss --nprobe 32       # ANN for huge corpora
+  vidlab search "a dog" --index outputs/index --sampling fps=2       # only the videos indexed at fps=2
 
 Scores are cosine similarities between the query's text embedding and the cached frame embeddings
 (exact matmul unless --scorer faiss). --nms N keeps results of one video at least N frames apart.
+By default every video indexed with the newest model is searched (a video indexed with several
+samplings counts once, from the newest index).
 """
 
 
@@ -39,21 +51,31 @@ Scores are cosine similarities between the query's text embedding and the cached
 class IndexConfig:
     """Options of ``vidlab index`` (saved as config.yaml in the job folder)."""
 
-    inputs: tuple = ()
+    inputs: tuple[str, ...] = ()
     cache_dir: str = ""
     model: str = "vidlab-tiny"
     sampling: str = "fps=1"
-    backend: str = "local"
-    workers: int = 1
-    cpus_per_worker: float = 1.0
-    gpus_per_worker: float = 0.0
+    backend: Literal["local", "ray"] = "local"
+    workers: int = field(default=1, metadata={"range": (1, None)})
+    cpus_per_worker: float = field(default=1.0, metadata={"range": (0, None)})
+    gpus_per_worker: float = field(default=0.0, metadata={"range": (0, None)})
     device: str = "auto"
-    batch_size: int = 64
-    max_retries: int = 2
-    torch_threads: int | None = None
+    batch_size: int = field(default=64, metadata={"range": (1, None)})
+    max_retries: int = field(default=2, metadata={"range": (0, None)})
+    torch_threads: int | None = field(default=None, metadata={"range": (1, None)})
+
+
+class IndexInputError(UserError):
+    """A bad ``vidlab index``/``vidlab search`` argument: sampling spec, model name, input path."""
+
+
+_FLAGS = ("cache_dir", "model", "sampling", "backend", "workers", "cpus_per_worker", "gpus_per_worker",
+          "device", "batch_size", "max_retries", "torch_threads")  # fmt: skip
 
 
 def _index_parser() -> argparse.ArgumentParser:
+    from vidlab.config import add_config_args
+
     from .frame_index import default_cache_dir
 
     p = argparse.ArgumentParser(
@@ -62,92 +84,122 @@ def _index_parser() -> argparse.ArgumentParser:
         epilog=INDEX_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("inputs", nargs="+", help="video folders, list files (.txt) or video files")
     p.add_argument(
-        "--cache-dir", default=str(default_cache_dir()), help="where caches + manifest go (%(default)s)"
+        "inputs",
+        nargs="+",
+        help="video folders, list files (.txt) or video files; key=value words are overrides",
     )
+    p.add_argument("--cache-dir", default=None, help=f"where caches + manifest go ({default_cache_dir()})")
+    p.add_argument("--model", default=None, help="CLIP spec: vidlab-tiny, ViT-B-16:openai, hf-hub:..., DIR")
     p.add_argument(
-        "--model", default=IndexConfig.model, help="CLIP spec: vidlab-tiny, ViT-B-16:openai, hf-hub:..., DIR"
+        "--sampling", default=None, help=f"fps=R | every=N | indices=a,b,c ({IndexConfig.sampling})"
     )
-    p.add_argument(
-        "--sampling", default=IndexConfig.sampling, help="fps=R | every=N | indices=a,b,c (%(default)s)"
-    )
-    p.add_argument(
-        "--backend", choices=("local", "ray"), default="local", help="executor backend (%(default)s)"
-    )
-    p.add_argument(
-        "--workers", type=int, default=1, help="Ray actors, each loading the model once (%(default)s)"
-    )
-    p.add_argument("--cpus-per-worker", type=float, default=1.0, help="Ray num_cpus per actor (%(default)s)")
-    p.add_argument("--gpus-per-worker", type=float, default=0.0, help="Ray num_gpus per actor (%(default)s)")
-    p.add_argument(
-        "--device", default="auto", help="torch device for embedding: auto, cpu, cuda (%(default)s)"
-    )
-    p.add_argument("--batch-size", type=int, default=64, help="frames per embedding batch (%(default)s)")
-    p.add_argument("--max-retries", type=int, default=2, help="retries per failed video (%(default)s)")
+    p.add_argument("--backend", choices=("local", "ray"), default=None, help="executor backend (local)")
+    p.add_argument("--workers", type=int, default=None, help="Ray actors, each loading the model once (1)")
+    p.add_argument("--cpus-per-worker", type=float, default=None, help="Ray num_cpus per actor (1.0)")
+    p.add_argument("--gpus-per-worker", type=float, default=None, help="Ray num_gpus per actor (0.0)")
+    p.add_argument("--device", default=None, help="torch device for embedding: auto, cpu, cuda (auto)")
+    p.add_argument("--batch-size", type=int, default=None, help="frames per embedding batch (64)")
+    p.add_argument("--max-retries", type=int, default=None, help="retries per failed video (2)")
     p.add_argument(
         "--torch-threads", type=int, default=None, help="torch threads per worker (default: torch's)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--preset",
-        default=None,
-        help="YAML preset (path or configs/ name) with IndexConfig keys; flags override it",
-    )
+    add_config_args(p, positional=False)
     return p
 
 
-def index_main(argv: list[str] | None = None) -> int:
-    """``vidlab index``: see INDEX_EPILOG."""
-    from pathlib import Path
+def _check_inputs(inputs: list[str]) -> None:
+    """Refuse inputs that can never be read (a symlink loop, a FIFO, a device...) before anything is written.
 
+    A missing video file is left to the job (it becomes a recorded failure, like an undecodable one)."""
+    from vidlab.io import InputFileError, file_problem
+
+    for raw in inputs:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            continue
+        why = file_problem(p, allow_empty=True)
+        if why is not None and why != "no such file":
+            raise InputFileError(raw, f"cannot read input: {why}")
+        if why is None and p.suffix.lower() in (".txt", ".lst", ".list"):
+            for line in p.read_text().splitlines():
+                q = Path(line.strip()).expanduser()
+                if line.strip() and not line.strip().startswith("#"):
+                    q = q if q.is_absolute() else p.parent / q
+                    bad = file_problem(q, allow_empty=True)
+                    if bad is not None and bad.startswith("symlink loop"):
+                        raise InputFileError(q, f"cannot read video listed in {raw}: {bad}")
+
+
+def _index_config(args: argparse.Namespace) -> tuple[IndexConfig, list[str]]:
+    """defaults <- --preset <- key=value words <- explicit flags; the inputs without the key=value words."""
+    from vidlab.config import config_from_args
+
+    from .frame_index import default_cache_dir
+
+    inputs = [x for x in args.inputs if not ("=" in x and not Path(x).exists())]
+    args.overrides = [x for x in args.inputs if x not in inputs]
+    if not inputs:
+        raise IndexInputError("no inputs: give video folders, list files (.txt) or video files")
+    flags = {k: getattr(args, k) for k in _FLAGS}
+    cfg = config_from_args(IndexConfig, args, flags)
+    cfg.inputs = tuple(inputs)
+    cfg.cache_dir = cfg.cache_dir or str(default_cache_dir())
+    return cfg, inputs
+
+
+def index_main(argv: list[str] | None = None) -> int:
+    """``vidlab index``: see INDEX_EPILOG. Every mistake is a UserError (one line, exit 2)."""
     from vidlab.config import save_resolved
+    from vidlab.distributed import job_lock
+    from vidlab.io import atomic_write_json
 
     from .indexing import collect_videos, index_videos
     from .models import ModelLoadError, UnknownModelError
     from .sampling import Sampling, SamplingError
 
-    parser = _index_parser()
-    known, _ = parser.parse_known_args(argv)
-    if known.preset:  # defaults <- preset <- explicit flags
-        from vidlab.config import ConfigError, resolve
-
-        try:
-            preset = resolve(IndexConfig, known.preset)
-        except ConfigError as e:
-            print(f"vidlab index: {e}", file=sys.stderr)
-            return 1
-        parser.set_defaults(**{k: v for k, v in asdict(preset).items() if k not in ("inputs",) and v != ""})
-    args = parser.parse_args(argv)
-    cfg = IndexConfig(**{k: v for k, v in vars(args).items() if k in IndexConfig.__dataclass_fields__})
-    cfg.inputs = tuple(args.inputs)
+    args = _index_parser().parse_intermixed_args(argv)
+    cfg, inputs = _index_config(args)
     try:
-        sampling = Sampling.parse(args.sampling).spec
-        videos = collect_videos(list(args.inputs))
-        if not videos:
-            print(f"vidlab index: no videos found in {list(args.inputs)}", file=sys.stderr)
-            return 1
-        report = index_videos(
-            videos,
-            args.cache_dir,
-            args.model,
-            sampling=sampling,
-            backend=args.backend,
-            workers=args.workers,
-            cpus_per_worker=args.cpus_per_worker,
-            gpus_per_worker=args.gpus_per_worker,
-            device=args.device,
-            batch_size=args.batch_size,
-            max_retries=args.max_retries,
-            torch_threads=args.torch_threads,
-            progress=False if args.quiet else None,
-        )
-    except (SamplingError, UnknownModelError, ModelLoadError, FileNotFoundError, ValueError) as e:
-        print(f"vidlab index: {e}", file=sys.stderr)
-        return 1
-    save_resolved(cfg, report.job_dir)
-    summary = asdict(report)
-    (Path(report.job_dir) / "summary.json").write_text(json.dumps(summary, indent=1))
+        sampling = Sampling.parse(cfg.sampling).spec
+    except SamplingError as e:
+        raise IndexInputError(f"--sampling {cfg.sampling!r}: {e}") from e
+    _check_inputs(inputs)
+    try:
+        videos = collect_videos(inputs)
+    except FileNotFoundError as e:
+        raise IndexInputError(str(e)) from e
+    if not videos:
+        raise IndexInputError(f"no videos found in {inputs}")
+    cache = Path(cfg.cache_dir)
+    created = not cache.exists()
+    try:
+        # One index run per cache folder at a time (the manifest is shared); taken before anything is written.
+        with job_lock(cache):
+            report = index_videos(
+                videos,
+                cache,
+                cfg.model,
+                sampling=sampling,
+                backend=cfg.backend,
+                workers=cfg.workers,
+                cpus_per_worker=cfg.cpus_per_worker,
+                gpus_per_worker=cfg.gpus_per_worker,
+                device=cfg.device,
+                batch_size=cfg.batch_size,
+                max_retries=cfg.max_retries,
+                torch_threads=cfg.torch_threads,
+                progress=False if args.quiet else None,
+            )
+            save_resolved(cfg, report.job_dir)
+            atomic_write_json(Path(report.job_dir) / "summary.json", asdict(report), indent=1)
+    except (UnknownModelError, ModelLoadError, SamplingError) as e:
+        _remove_if_empty(cache, created)
+        raise IndexInputError(str(e)) from e
+    except UserError:
+        _remove_if_empty(cache, created)
+        raise
     print(
         f"videos: {report.videos}  indexed: {report.indexed}  cached: {report.cached}  failures: {report.failures}  "
         f"frames: {report.frames}  embedded: {report.frames_embedded} in {report.seconds:.2f}s "
@@ -157,6 +209,19 @@ def index_main(argv: list[str] | None = None) -> int:
         print(f"  failed: {err['id']}: {err['type']}: {err['message']}", file=sys.stderr)
     print(f"manifest: {report.manifest}\njob records: {report.job_dir}/results.jsonl")
     return 2 if report.failures else 0
+
+
+def _remove_if_empty(folder: Path, created: bool) -> None:
+    """Undo the folder this run created when it failed before writing anything but its lock file."""
+    from vidlab.distributed.job import LOCK_FILE
+
+    if not created or not folder.is_dir():
+        return
+    left = [p.name for p in folder.iterdir()]
+    if set(left) <= {LOCK_FILE}:
+        for name in left:
+            os.unlink(folder / name)
+        os.rmdir(folder)
 
 
 def _search_parser() -> argparse.ArgumentParser:
@@ -176,6 +241,7 @@ def _search_parser() -> argparse.ArgumentParser:
         "--model", default=None, help="override the manifest's model spec (must give the same tag)"
     )
     p.add_argument("--device", default="auto", help="torch device for the text encoder (%(default)s)")
+    p.add_argument("--sampling", default=None, help="search only the index built with this sampling spec")
     p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     p.add_argument(
         "--no-verify", action="store_true", help="skip re-hashing each cache on load (huge, trusted corpora)"
@@ -184,23 +250,32 @@ def _search_parser() -> argparse.ArgumentParser:
 
 
 def search_main(argv: list[str] | None = None) -> int:
-    """``vidlab search``: see SEARCH_EPILOG."""
-    from .corpus import Corpus, read_manifest
+    """``vidlab search``: see SEARCH_EPILOG. Every mistake is a UserError (one line, exit 2)."""
+    from .corpus import Corpus, read_manifest, select_videos
     from .models import ModelLoadError, UnknownModelError, load_model
 
     args = _search_parser().parse_args(argv)
     if args.k < 1:
-        print("vidlab search: -k must be >= 1", file=sys.stderr)
-        return 1
+        raise IndexInputError(f"-k must be >= 1, got {args.k}")
+    _, manifest = read_manifest(args.index)
+    newest, _ = select_videos(manifest, sampling=args.sampling)
     try:
-        _, manifest = read_manifest(args.index)
-        model = load_model(args.model or manifest["model"], device=args.device)
-        kw = {"nprobe": args.nprobe} if args.scorer == "faiss" else {}
-        corpus = Corpus.open(args.index, model=model, scorer=args.scorer, verify=not args.no_verify, **kw)
-        rows = corpus.search(args.query, k=args.k, nms_window=args.nms)
-    except (FileNotFoundError, ValueError, UnknownModelError, ModelLoadError, ImportError) as e:
-        print(f"vidlab search: {e}", file=sys.stderr)
-        return 1
+        model = load_model(args.model or newest["model"], device=args.device)
+    except (UnknownModelError, ModelLoadError) as e:
+        raise IndexInputError(str(e)) from e
+    kw = {"nprobe": args.nprobe} if args.scorer == "faiss" else {}
+    try:
+        corpus = Corpus.open(
+            args.index,
+            model=model,
+            scorer=args.scorer,
+            verify=not args.no_verify,
+            sampling=args.sampling,
+            **kw,
+        )
+    except ImportError as e:  # faiss not installed
+        raise IndexInputError(f"--scorer {args.scorer} needs faiss: pip install 'vidlab[ann]' ({e})") from e
+    rows = corpus.search(args.query, k=args.k, nms_window=args.nms)
     if args.json:
         for r in rows:
             print(json.dumps(r))

@@ -1,9 +1,16 @@
 """A corpus of indexed videos: the manifest ``vidlab index`` writes, and search across all of its caches.
 
-``manifest.json`` (written atomically) records the model spec and tag, the sampling spec and, per
-video, its path, cache key, cache file and frame count. ``Corpus.open`` memory-maps each cache
-(integrity-checked; a corrupt one is skipped with a warning), stacks the embeddings and hands them to a
-pluggable scorer (exact matmul by default, ``faiss`` for millions of frames).
+``manifest.json`` (written atomically, under a lock) holds one *entry* per (model tag, sampling): the
+model spec and tag, the sampling spec and, per video, its path, cache key, cache file and frame count.
+Indexing into an existing folder **merges**: the entry for the same model tag and sampling keeps its
+earlier videos (those whose cache file is still there) and gains or updates this run's; another
+sampling gets its own entry. The newest entry is mirrored at the top level (``model``, ``model_tag``,
+``sampling``, ``videos``) so readers of the first format keep working.
+
+``Corpus.open`` memory-maps each cache (integrity-checked; a corrupt one is skipped with a warning),
+stacks the embeddings and hands them to a pluggable scorer (exact matmul by default, ``faiss`` for
+millions of frames). By default it searches every video indexed with the newest entry's model tag
+(a video indexed with several samplings is taken from the newest entry); ``sampling=`` picks one entry.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vidlab.errors import UserError
+
 from .frame_index import FrameIndex, temporal_nms
 from .scorers import make_scorer
 from .store import CacheCorruptError
@@ -26,43 +35,119 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
+FORMAT = "vidlab-corpus-v2"
+
+
+class ManifestError(UserError, ValueError):
+    """A corpus manifest that is missing, unreadable, or has no entry for the requested settings."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The (model tag, sampling) entries of a manifest, oldest first (a v1 manifest is one entry)."""
+    if isinstance(manifest.get("entries"), list):
+        return list(manifest["entries"])
+    if "videos" in manifest:
+        keys = ("model", "model_tag", "sampling", "updated", "num_videos", "num_frames", "videos")
+        return [{k: manifest.get(k) for k in keys}]
+    return []
+
+
+def _entry(videos: list[dict[str, Any]], model_spec: str, model_tag: str, sampling: str) -> dict[str, Any]:
+    videos = sorted(videos, key=lambda v: str(v.get("video", "")))
+    return {
+        "model": model_spec,
+        "model_tag": model_tag,
+        "sampling": sampling,
+        "updated": _now(),
+        "num_videos": len(videos),
+        "num_frames": int(sum(int(v.get("frames", 0)) for v in videos)),
+        "videos": videos,
+    }
 
 
 def write_manifest(
     index_dir: str | os.PathLike, videos: list[dict[str, Any]], model_spec: str, model_tag: str, sampling: str
 ) -> Path:
-    """Atomically write ``index_dir/manifest.json`` for the given per-video records."""
-    path = Path(index_dir) / MANIFEST
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {
-        "format": "vidlab-corpus-v1",
-        "model": model_spec,
-        "model_tag": model_tag,
-        "sampling": sampling,
-        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "num_videos": len(videos),
-        "num_frames": int(sum(int(v.get("frames", 0)) for v in videos)),
-        "videos": sorted(videos, key=lambda v: str(v.get("video", ""))),
-    }
-    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    """Merge this run's per-video records into ``index_dir/manifest.json`` (see module docstring)."""
+    import filelock
+
+    from vidlab.io import atomic_write_text
+
+    index_dir = Path(index_dir)
+    path = index_dir / MANIFEST
+    index_dir.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(index_dir / ".manifest.lock"), timeout=120):
+        old: list[dict[str, Any]] = []
+        if path.is_file():
+            try:
+                old = entries(json.loads(path.read_text()))
+            except (OSError, json.JSONDecodeError) as e:
+                log.warning("replacing unreadable manifest %s: %s", path, e)
+        same = [e for e in old if e.get("model_tag") == model_tag and e.get("sampling") == sampling]
+        others = [e for e in old if e not in same]
+        merged: dict[str, dict[str, Any]] = {}
+        for e in same:
+            for v in e.get("videos") or []:
+                if (index_dir / str(v.get("cache_file", ""))).is_file():  # still there: keep it
+                    merged[str(v.get("video"))] = v
+        for v in videos:
+            merged[str(v.get("video"))] = v
+        entry = _entry(list(merged.values()), model_spec, model_tag, sampling)
+        all_entries = [*others, entry]
+        data = {"format": FORMAT, "updated": entry["updated"], "entries": all_entries}
+        data.update(
+            {k: entry[k] for k in ("model", "model_tag", "sampling", "num_videos", "num_frames", "videos")}
+        )
+        atomic_write_text(path, json.dumps(data, indent=1))
     return path
 
 
 def read_manifest(index: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
     """(index dir, manifest dict) for an index folder or a manifest file path."""
+    from vidlab.io import file_problem
+
     p = Path(index)
     path = p / MANIFEST if p.is_dir() else p
     if not path.is_file():
-        raise FileNotFoundError(
-            f"no corpus manifest at {str(path)!r}; build one with `vidlab index ... --cache-dir DIR`"
+        why = file_problem(path) or "not a file"
+        raise ManifestError(
+            f"no corpus manifest at {str(path)!r} ({why}); build one with `vidlab index ... --cache-dir DIR`"
         )
     try:
         data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"corpus manifest {str(path)!r} is not valid JSON: {e}") from e
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ManifestError(f"corpus manifest {str(path)!r} is not valid JSON: {e}") from e
+    if not isinstance(data, dict) or not entries(data):
+        raise ManifestError(f"corpus manifest {str(path)!r} lists no indexed videos")
     return path.parent, data
+
+
+def select_videos(
+    manifest: dict[str, Any], model_tag: str | None = None, sampling: str | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(newest matching entry, the videos to search): every entry with that model tag (or the one with
+    ``sampling``), one record per video, newest entry first."""
+    ents = entries(manifest)
+    if sampling is not None:
+        ents = [e for e in ents if e.get("sampling") == sampling]
+        if not ents:
+            have = sorted({str(e.get("sampling")) for e in entries(manifest)})
+            raise ManifestError(f"no index with sampling {sampling!r} in this corpus; it has {have}")
+    if model_tag is None:
+        model_tag = ents[-1].get("model_tag")
+    ents = [e for e in ents if e.get("model_tag") == model_tag]
+    if not ents:
+        have = sorted({str(e.get("model_tag")) for e in entries(manifest)})
+        raise ManifestError(f"no index made with model {model_tag!r} in this corpus; it has {have}")
+    seen: dict[str, dict[str, Any]] = {}
+    for e in reversed(ents):  # newest first
+        for v in e.get("videos") or []:
+            seen.setdefault(str(v.get("video")), v)
+    return ents[-1], sorted(seen.values(), key=lambda v: str(v.get("video", "")))
 
 
 class Corpus:
@@ -101,21 +186,24 @@ class Corpus:
         model: ClipModel | None = None,
         scorer: str = "exact",
         verify: bool = True,
+        sampling: str | None = None,
         **scorer_kw: Any,
     ) -> Corpus:
         """Load a manifest's caches (``verify`` re-hashes each; skip it for huge trusted corpora)."""
         index_dir, manifest = read_manifest(index)
+        newest, _ = select_videos(manifest, sampling=sampling)
         if model is None:
             from .models import load_model
 
-            model = load_model(manifest["model"])
-        if model.tag != manifest.get("model_tag"):
-            raise ValueError(
-                f"corpus {str(index_dir)!r} was indexed with model {manifest.get('model_tag')!r} but the model "
+            model = load_model(newest["model"])
+        if not any(e.get("model_tag") == model.tag for e in entries(manifest)):
+            raise ManifestError(
+                f"corpus {str(index_dir)!r} was indexed with model {newest.get('model_tag')!r} but the model "
                 f"loaded is {model.tag!r}; reindex or pass the same model"
             )
+        _, videos = select_videos(manifest, model_tag=model.tag, sampling=sampling)
         indexes = []
-        for v in manifest.get("videos", []):
+        for v in videos:
             try:
                 path = index_dir / v["cache_file"]
                 indexes.append(FrameIndex.open(path, model=model, video_path=v.get("video"), verify=verify))

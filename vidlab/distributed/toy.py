@@ -50,3 +50,13 @@ class FlakyWorker(EchoWorker):
             os.replace(tmp, marker)
             time.sleep(60)  # killed before this returns
         return super().process(item)
+
+
+class CrashWorker(EchoWorker):
+    """Kills its own process on items with ``crash`` set (a worker that dies, e.g. of OOM). It lives here,
+    not in a test module, because Ray worker processes must be able to import it."""
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        if item.get("crash"):
+            os._exit(3)
+        return super().process(item)
