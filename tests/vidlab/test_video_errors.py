@@ -51,8 +51,8 @@ def files(tmp_path_factory):
     "name,reason",
     [
         ("missing.mp4", "no such file"),
-        ("folder.mp4", "is a directory"),
-        ("zero.mp4", "empty file"),
+        ("folder.mp4", "is a folder"),
+        ("zero.mp4", "empty file (0 bytes)"),
         ("text.mp4", "not a readable video container"),
         ("audio.m4a", "no video stream"),
         ("half_full.mp4", "not a readable video container"),
@@ -124,8 +124,23 @@ def test_unknown_backend_and_closed_reader(files):
         r.get_frames([0])
 
 
-def test_torchcodec_backend_is_clear_when_missing(files):
-    if "torchcodec" in available_backends():
-        pytest.skip("torchcodec installed")
-    with pytest.raises(VideoReadError, match="torchcodec"):
+def test_torchcodec_backend_is_clear_when_missing(files, monkeypatch):
+    """Without torchcodec (or without FFmpeg's shared libraries) the error names what to install."""
+    import builtins
+
+    from vidlab.video.backends import torchcodec_backend
+
+    real_import = builtins.__import__
+
+    def no_ffmpeg(name, *args, **kwargs):
+        if name.startswith("torchcodec"):
+            raise RuntimeError(
+                "Could not load libtorchcodec. libavutil.so.57: cannot open shared object file"
+            )
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ffmpeg)
+    why = torchcodec_backend.unavailable_reason()
+    assert "apt-get install libavcodec59 libavformat59 libavutil57 libswscale6" in why
+    with pytest.raises(VideoReadError, match="apt-get install libavcodec59"):
         open_video(files / "full.mp4", backend="torchcodec")

@@ -2,8 +2,13 @@
 
 This index is the ground truth for frame numbering in vidlab: frame ``i`` is the ``i``-th frame in
 presentation order (sorted pts). It is built once per reader and, for long videos, cached on disk
-keyed by the file's path, size and mtime (``$VIDLAB_CACHE_DIR/video-index``; set
+keyed by the file's path, size, mtime and the stream read (``$VIDLAB_CACHE_DIR/video-index``; set
 ``VIDLAB_VIDEO_INDEX_CACHE=0`` to disable).
+
+Which stream: the one FFmpeg calls best (``av_find_best_stream``, as ffprobe, ffmpeg, torchcodec do:
+default disposition first, then frames seen, bitrate, ...) unless ``stream=`` names another. The index
+also records the stream's display rotation (:mod:`vidlab.video.orientation`), bit depth and colour range,
+which decide what each backend can read exactly.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 
 from .errors import VideoReadError
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 # Videos with at least this many frames get their index cached on disk (demuxing costs ~5 us/frame).
 CACHE_MIN_FRAMES = 5000
 
@@ -42,7 +47,19 @@ class StreamIndex:
     declared_frames: int  # frames the header claims (0 if unknown); > num_frames for truncated files
     last_duration: int  # duration of the last frame in time_base units
     open_gop: bool = False  # frames decoded after a keyframe are shown before it (need the previous GOP)
+    rotation: float = 0.0  # display rotation, degrees clockwise, as FFmpeg computes it (0, 90, 180, 270, ...)
+    orient_op: str = ""  # FFmpeg's autorotate filter for it (vidlab.video.orientation.OPS); "" = none
+    bit_depth: int = 8  # bits per luma sample (10 for yuv420p10le)
+    color_range: str = ""  # "tv" (limited), "pc" (full) or "" (unspecified)
+    video_streams: tuple = ()  # indices of every video stream of the file (stream_index is one of them)
     extra: dict = field(default_factory=dict)
+
+    @property
+    def display_size(self) -> tuple[int, int]:
+        """``(width, height)`` as shown, after the display rotation."""
+        from .orientation import swaps_axes
+
+        return (self.height, self.width) if swaps_axes(self.orient_op) else (self.width, self.height)
 
     @property
     def num_frames(self) -> int:
@@ -88,22 +105,24 @@ class StreamIndex:
 
 
 def check_path(path: str | os.PathLike) -> Path:
-    """Reject missing paths, directories and empty files with a typed error before any decoder sees them."""
+    """Reject anything that is not a readable, non-empty regular file with its true reason (missing,
+    broken link, symlink loop, folder, FIFO, socket, device, permission, 0 bytes) before any decoder sees
+    it. Nothing is opened, so a FIFO never blocks (:func:`vidlab.io.file_problem`)."""
+    from vidlab.io import file_problem
+
     p = Path(path)
-    if not p.exists():
-        raise VideoReadError(p, "no such file")
-    if p.is_dir():
-        raise VideoReadError(p, "is a directory, not a video file")
-    if p.stat().st_size == 0:
-        raise VideoReadError(p, "empty file (0 bytes)")
+    reason = file_problem(p)
+    if reason is not None:
+        raise VideoReadError(p, reason)
     return p
 
 
-def _cache_file(p: Path) -> Path | None:
+def _cache_file(p: Path, stream: int | None) -> Path | None:
     if os.environ.get("VIDLAB_VIDEO_INDEX_CACHE", "1") == "0":
         return None
     st = p.stat()
-    key = hashlib.sha1(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{INDEX_VERSION}".encode()).hexdigest()
+    ident = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{INDEX_VERSION}|{stream}"
+    key = hashlib.sha1(ident.encode()).hexdigest()
     root = Path(os.environ.get("VIDLAB_CACHE_DIR", Path.home() / ".cache" / "vidlab")) / "video-index"
     return root / f"{key}.npz"
 
@@ -117,6 +136,7 @@ def _load_cached(cf: Path, path: str) -> StreamIndex | None:
                 pts=z["pts"].astype(np.int64),
                 keyframes=z["keyframes"].astype(np.int64),
                 time_base=Fraction(meta.pop("time_base")),
+                video_streams=tuple(meta.pop("video_streams")),
                 **meta,
             )
     except Exception:  # noqa: BLE001 - a bad cache entry is rebuilt
@@ -136,29 +156,83 @@ def _save_cached(cf: Path, idx: StreamIndex) -> None:
         "declared_frames": idx.declared_frames,
         "last_duration": idx.last_duration,
         "open_gop": idx.open_gop,
+        "rotation": idx.rotation,
+        "orient_op": idx.orient_op,
+        "bit_depth": idx.bit_depth,
+        "color_range": idx.color_range,
+        "video_streams": list(idx.video_streams),
     }
+    from vidlab.io import atomic_path
+
     try:
-        cf.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cf.with_name(f"{cf.stem}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, pts=idx.pts, keyframes=idx.keyframes, meta=np.array(json.dumps(meta)))
-        os.replace(tmp, cf)
+        with atomic_path(cf) as tmp:
+            np.savez(tmp, pts=idx.pts, keyframes=idx.keyframes, meta=np.array(json.dumps(meta)))
     except OSError:
         pass  # caching is an optimisation only
 
 
-def open_container(p: Path):
-    """Open ``p`` with PyAV and return (container, first video stream), or raise VideoReadError."""
+def open_container(p: Path, stream: int | None = None):
+    """Open ``p`` with PyAV and return ``(container, video stream)``, or raise VideoReadError.
+
+    ``stream=None`` takes the stream FFmpeg's ``av_find_best_stream`` picks (PyAV's ``streams.best``);
+    an integer is the stream's index in the file (as ffprobe numbers streams) and must be a video stream.
+    """
     import av
 
     try:
         container = av.open(str(p), mode="r")
     except Exception as e:  # noqa: BLE001 - every FFmpeg failure becomes a typed error
         raise VideoReadError(p, f"not a readable video container (truncated or not a video?): {e}") from e
-    if not container.streams.video:
+    videos = list(container.streams.video)
+    if not videos:
         kinds = sorted({s.type for s in container.streams}) or ["none"]
         container.close()
         raise VideoReadError(p, f"no video stream (streams present: {', '.join(kinds)})")
-    return container, container.streams.video[0]
+    if stream is None:
+        chosen = container.streams.best("video") or videos[0]
+    else:
+        chosen = next((s for s in videos if s.index == int(stream)), None)
+        if chosen is None:
+            have = [int(s.index) for s in videos]
+            container.close()
+            raise VideoReadError(p, f"stream {stream} is not a video stream; video streams: {have}")
+    return container, chosen
+
+
+def video_stream_indices(container) -> tuple[int, ...]:
+    return tuple(int(s.index) for s in container.streams.video)
+
+
+def _display_matrix(p: Path, stream_index: int) -> np.ndarray | None:
+    """The display matrix FFmpeg attaches to decoded frames (from the first frame), or None.
+
+    PyAV exposes stream side data only on decoded frames, so this decodes the first frame (one keyframe).
+    """
+    try:
+        container, stream = open_container(p, stream_index)
+    except VideoReadError:
+        return None
+    try:
+        stream.thread_type = "SLICE"
+        for frame in container.decode(stream):
+            for sd in frame.side_data:
+                if "DISPLAYMATRIX" in str(sd.type).upper():
+                    return np.frombuffer(bytes(sd), dtype=np.int32)[:9].copy()
+            return None
+    except Exception:  # noqa: BLE001 - undecodable first frame: the reader reports it later
+        return None
+    finally:
+        container.close()
+    return None
+
+
+def _bit_depth(pix_fmt: str) -> int:
+    import av
+
+    try:
+        return int(av.VideoFormat(pix_fmt).components[0].bits) if pix_fmt else 8
+    except Exception:  # noqa: BLE001
+        return 8
 
 
 def drain(stream) -> list:
@@ -174,7 +248,7 @@ def incomplete(packet, file_size: int) -> bool:
     return packet.pos is not None and packet.pos >= 0 and packet.pos + packet.size > file_size
 
 
-def _decodable_pts(p: Path, packet_pts: np.ndarray) -> np.ndarray:
+def _decodable_pts(p: Path, packet_pts: np.ndarray, stream_index: int | None = None) -> np.ndarray:
     """Pts of the frames of a damaged file that really decode: the longest run from the first frame.
 
     Decodes single-threaded (deterministic), stops before the first partial or undecodable packet,
@@ -182,7 +256,7 @@ def _decodable_pts(p: Path, packet_pts: np.ndarray) -> np.ndarray:
     missing (in presentation order), so frame numbering never skips over a hole. The PyAV reader reads
     damaged files with the same settings and the same stopping rule.
     """
-    container, stream = open_container(p)
+    container, stream = open_container(p, stream_index)
     stream.thread_type = "SLICE"
     stream.codec_context.thread_count = 1
     size = p.stat().st_size
@@ -210,15 +284,17 @@ def _decodable_pts(p: Path, packet_pts: np.ndarray) -> np.ndarray:
     return packet_pts[:run]
 
 
-def build_index(path: str | os.PathLike, use_cache: bool = True) -> StreamIndex:
-    """Demux the first video stream of ``path`` (no decoding) into a StreamIndex, using the disk cache."""
+def build_index(path: str | os.PathLike, use_cache: bool = True, stream: int | None = None) -> StreamIndex:
+    """Demux the best video stream of ``path`` (or ``stream``) into a StreamIndex, using the disk cache.
+
+    Only packets are read, plus the first frame (its display matrix)."""
     p = check_path(path)
-    cf = _cache_file(p) if use_cache else None
+    cf = _cache_file(p, stream) if use_cache else None
     if cf is not None and cf.is_file():
         cached = _load_cached(cf, str(p))
         if cached is not None:
             return cached
-    container, stream = open_container(p)
+    container, stream = open_container(p, stream)
     try:
         cc = stream.codec_context
         pts_list: list[int] = []
@@ -255,7 +331,7 @@ def build_index(path: str | os.PathLike, use_cache: bool = True) -> StreamIndex:
         damaged = bool(errors) or declared > pts.size or (last_end > p.stat().st_size)
         if damaged:
             # a truncated/damaged file: keep only the frames that really decode (one full decode pass)
-            pts = _decodable_pts(p, pts)
+            pts = _decodable_pts(p, pts, stream.index)
             if pts.size == 0:
                 raise VideoReadError(p, "no frame of the video stream decodes (damaged or truncated file)")
             declared = max(declared, len(pts_list))
@@ -267,6 +343,13 @@ def build_index(path: str | os.PathLike, use_cache: bool = True) -> StreamIndex:
             last_duration = int(np.median(np.diff(pts))) if len(pts) > 1 else 1
             if len(pts) == 1 and stream.average_rate:
                 last_duration = max(1, int(round(1 / (float(stream.average_rate) * float(tb)))))
+        from .orientation import ffmpeg_autorotate
+
+        rotation, orient_op = ffmpeg_autorotate(_display_matrix(p, stream.index))
+        pix_fmt = str(cc.pix_fmt or "")
+        crange = {1: "tv", 2: "pc"}.get(int(getattr(cc, "color_range", 0) or 0), "")
+        if pix_fmt.startswith("yuvj"):
+            crange = "pc"
         idx = StreamIndex(
             path=str(p),
             stream_index=stream.index,
@@ -277,11 +360,16 @@ def build_index(path: str | os.PathLike, use_cache: bool = True) -> StreamIndex:
             width=int(cc.width),
             height=int(cc.height),
             codec=str(cc.name),
-            pix_fmt=str(cc.pix_fmt or ""),
+            pix_fmt=pix_fmt,
             has_b_frames=has_b,
             declared_frames=declared,
             last_duration=int(last_duration),
             open_gop=open_gop,
+            rotation=rotation,
+            orient_op=orient_op,
+            bit_depth=_bit_depth(pix_fmt),
+            color_range=crange,
+            video_streams=video_stream_indices(container),
             extra={"damaged": True, "demux_error": errors} if damaged else {},
         )
     finally:

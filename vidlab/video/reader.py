@@ -1,8 +1,11 @@
 """The VideoReader interface, index validation, ``open_video`` with auto backend selection, ``uniform_indices``.
 
 Every backend numbers frames the same way: frame ``i`` is the ``i``-th frame in presentation order,
-as listed by the packet index (:mod:`vidlab.video.probe`). Backends only implement
-``_decode_sorted`` (distinct sorted indices -> frames) and optionally ``_iter``.
+as listed by the packet index (:mod:`vidlab.video.probe`), of the stream FFmpeg picks as best (or the
+``stream=`` asked for). Every backend shows frames the same way: rotated by the display matrix as FFmpeg's
+CLI does (``rotate=True``, the default; ``width``/``height`` are then the displayed size), or as coded
+(``rotate=False``). Backends only implement ``_decode_sorted`` (distinct sorted indices -> frames, in
+their ``native_rotation`` orientation) and optionally ``_iter``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import orientation
 from .errors import VideoReadError
 from .probe import StreamIndex, build_index
 
@@ -60,11 +64,28 @@ class VideoReader(ABC):
     """Frame-exact random access and streaming over one video; use as a context manager."""
 
     backend: str = "?"
+    native_rotation: bool = False  # True when the backend's own frames come out already rotated for display
 
-    def __init__(self, path: str | os.PathLike, index: StreamIndex | None = None):
+    def __init__(
+        self, path: str | os.PathLike, index: StreamIndex | None = None, rotate: bool = True, stream=None
+    ):
         self._path = Path(path)
-        self._index = index if index is not None else build_index(path)
+        self._index = index if index is not None else build_index(path, stream=stream)
         self._closed = False
+        self.rotate = bool(rotate)
+        op = self._index.orient_op
+        if op == "rotate" and self.rotate:
+            raise VideoReadError(
+                self._path,
+                f"display rotation of {self._index.rotation:g} degrees is not a multiple of 90 "
+                "(FFmpeg would interpolate it); open with rotate=False for the coded picture",
+            )
+        self._op = op if op != "rotate" else ""  # what turns coded frames into displayed ones
+        # the transform from the backend's frames to what the caller asked for
+        if self.rotate == self.native_rotation or not self._op:
+            self._fix = ""
+        else:
+            self._fix = self._op if self.rotate else orientation.inverse(self._op)
 
     # metadata ---------------------------------------------------------------------------------
     @property
@@ -90,11 +111,22 @@ class VideoReader(ABC):
 
     @property
     def width(self) -> int:
-        return self._index.width
+        """Width of the frames returned: the displayed width (``rotate=True``) or the coded one."""
+        return self._index.display_size[0] if self.rotate else self._index.width
 
     @property
     def height(self) -> int:
-        return self._index.height
+        return self._index.display_size[1] if self.rotate else self._index.height
+
+    @property
+    def rotation(self) -> float:
+        """The file's display rotation in degrees clockwise (FFmpeg's reading of the display matrix)."""
+        return self._index.rotation
+
+    @property
+    def stream(self) -> int:
+        """Index (in the file) of the video stream read."""
+        return self._index.stream_index
 
     @property
     def codec(self) -> str:
@@ -121,6 +153,12 @@ class VideoReader(ABC):
             "vfr": self._index.vfr,
             "b_frames": self._index.has_b_frames,
             "lost_frames": self.lost_frames,
+            "stream": self.stream,
+            "video_streams": list(self._index.video_streams),
+            "rotation": self.rotation,
+            "rotated": bool(self.rotate and self._index.orient_op),
+            "bit_depth": self._index.bit_depth,
+            "color_range": self._index.color_range,
         }
 
     def __repr__(self) -> str:
@@ -167,10 +205,18 @@ class VideoReader(ABC):
         idx = self.check_indices(indices)
         out_w, out_h = fit_within(self.width, self.height, size)
         if idx.size == 1 or bool(np.all(np.diff(idx) > 0)):
-            return self._decode_sorted(idx, out_w, out_h)
+            return self._decode_oriented(idx, out_w, out_h)
         uniq, inverse = np.unique(idx, return_inverse=True)
-        frames = self._decode_sorted(uniq, out_w, out_h)
+        frames = self._decode_oriented(uniq, out_w, out_h)
         return frames[inverse.reshape(-1)]
+
+    def _native_size(self, w: int, h: int) -> tuple[int, int]:
+        """The size the backend must produce so that, after ``self._fix``, frames are ``w x h``."""
+        return (h, w) if orientation.swaps_axes(self._fix) else (w, h)
+
+    def _decode_oriented(self, idx: np.ndarray, w: int, h: int) -> np.ndarray:
+        nw, nh = self._native_size(w, h)
+        return orientation.apply(self._decode_sorted(idx, nw, nh), self._fix)
 
     def get_frame(self, index: int, size: tuple[int, int] | None = None) -> np.ndarray:
         """One frame ``[H, W, 3]``."""
@@ -193,7 +239,9 @@ class VideoReader(ABC):
         if start >= end:
             return
         out_w, out_h = fit_within(self.width, self.height, size)
-        yield from self._iter(int(start), end, int(step), out_w, out_h)
+        nw, nh = self._native_size(out_w, out_h)
+        for i, frame in self._iter(int(start), end, int(step), nw, nh):
+            yield i, orientation.apply(frame, self._fix)
 
     def timestamps(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Presentation time in seconds of each frame (first frame at 0), float64."""
@@ -263,11 +311,32 @@ def available_backends() -> list[str]:
     return out
 
 
+def decord_refuses(index: StreamIndex) -> str | None:
+    """Why decord would return other frames than the reference on this file, whatever the indices
+    (``backend="decord"`` then raises VideoReadError), or None."""
+    if len(index.video_streams) > 1:
+        return (
+            f"{len(index.video_streams)} video streams: decord cannot be told which to read, and its "
+            "FFmpeg 4 picks without regard to the default disposition"
+        )
+    if index.bit_depth > 8:
+        return (
+            f"{index.bit_depth}-bit video ({index.pix_fmt}): decord's RGB conversion is about 4 levels "
+            "off FFmpeg's"
+        )
+    if orientation.mirrors(index.orient_op) or index.orient_op == "rotate":
+        return f"display matrix {index.orient_op!r}: decord's handling of it is not verified"
+    return None
+
+
 def decord_safe(index: StreamIndex) -> tuple[bool, str]:
-    """Whether decord numbers this file's frames exactly like the packet index; with the reason.
+    """Whether decord reads this file's frames exactly as the reference (PyAV / FFmpeg); with the reason.
 
     See README "Backends and how auto chooses" for the measurements behind these rules.
     """
+    refused = decord_refuses(index)
+    if refused:
+        return False, refused
     if index.open_gop:
         return (
             False,
@@ -296,15 +365,25 @@ def auto_backend(index: StreamIndex) -> tuple[str, str]:
     return "pyav", "planned PyAV decoding (frame-exact on every tested file type, measured fastest)"
 
 
-def open_video(path: str | os.PathLike, backend: str = "auto") -> VideoReader:
+def open_video(
+    path: str | os.PathLike, backend: str = "auto", stream: int | None = None, rotate: bool = True
+) -> VideoReader:
     """Open ``path`` for frame-exact reading with ``backend`` ("auto", "decord", "pyav", "torchcodec").
 
+    ``stream``: index (in the file, as ffprobe numbers streams) of the video stream to read; ``None``
+    reads the one FFmpeg picks as best (``av_find_best_stream``: default disposition first), as
+    ffprobe, ffmpeg and torchcodec do. ``rotate=True`` (default) applies the display rotation as
+    FFmpeg's CLI does, so ``width``/``height`` are the displayed size; ``rotate=False`` returns the
+    coded picture.
+
     Raises VideoReadError (naming the file and the reason) for missing, empty, truncated or
-    non-video files, and ValueError for an unknown backend name.
+    non-video files, for a ``stream`` that is not a video stream, and when the asked backend would
+    return frames that differ from the reference decode (auto then routes to PyAV); ValueError for
+    an unknown backend name.
     """
     if backend not in ("auto", *BACKENDS):
         raise ValueError(f"unknown video backend {backend!r}; choose one of {['auto', *BACKENDS]}")
-    index = build_index(path)
+    index = build_index(path, stream=stream)
     reason = "asked for"
     auto = backend == "auto"
     if auto:
@@ -312,21 +391,21 @@ def open_video(path: str | os.PathLike, backend: str = "auto") -> VideoReader:
     if backend == "pyav":
         from .backends.pyav_backend import PyAVReader
 
-        reader: VideoReader = PyAVReader(path, index)
+        reader: VideoReader = PyAVReader(path, index, rotate=rotate)
     elif backend == "decord":
         from .backends.decord_backend import DecordReader
 
         try:
-            reader = DecordReader(path, index)
+            reader = DecordReader(path, index, rotate=rotate)
         except VideoReadError as e:
             if not auto:
                 raise
             from .backends.pyav_backend import PyAVReader
 
-            reader, reason = PyAVReader(path, index), f"decord refused the file ({e.reason})"
+            reader, reason = PyAVReader(path, index, rotate=rotate), f"decord refused the file ({e.reason})"
     else:
         from .backends.torchcodec_backend import TorchCodecReader
 
-        reader = TorchCodecReader(path, index)
+        reader = TorchCodecReader(path, index, rotate=rotate)
     reader.selection_reason = reason
     return reader

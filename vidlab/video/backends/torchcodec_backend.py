@@ -1,29 +1,88 @@
-"""torchcodec backend (optional): used only when ``torchcodec`` imports; numbered by vidlab's index."""
+"""torchcodec backend (the ``torchcodec`` extra): torchcodec's VideoDecoder, numbered by vidlab's index.
+
+torchcodec links the system's FFmpeg shared libraries (Debian 12: ``libavcodec59 libavformat59
+libavutil57 libswscale6 libavdevice59 libavfilter8``); :func:`unavailable_reason` says which package
+to install when they are missing. It reads the stream vidlab's index was built on (the best one, as
+FFmpeg picks it, unless ``stream=`` chose another), converts to RGB as FFmpeg's CLI does (0.0 mean
+difference on the tested 8- and 10-bit files), and rotates frames for display itself (``rotate=False``
+undoes it losslessly). ``seek_mode`` is torchcodec's: ``"exact"`` (default; scans the file once on
+open) or ``"approximate"`` (trusts the header; refused when its frame count differs from the index).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import orientation
 from ..errors import VideoReadError
 from ..probe import StreamIndex
 from ..reader import VideoReader
 
+FFMPEG_APT_PACKAGES = "libavcodec59 libavformat59 libavutil57 libswscale6 libavdevice59 libavfilter8"
+
+
+def unavailable_reason() -> str | None:
+    """Why torchcodec cannot be used here (with what to install), or None when it imports."""
+    try:
+        import torchcodec.decoders  # noqa: F401
+    except ImportError as e:
+        if "torchcodec" in str(e) and "No module named" in str(e):
+            return "torchcodec is not installed: pip install 'vidlab[torchcodec]'"
+        return (
+            f"torchcodec cannot load FFmpeg's shared libraries: apt-get install {FFMPEG_APT_PACKAGES} ({e})"
+        )
+    except Exception as e:  # noqa: BLE001 - torchcodec raises RuntimeError when no FFmpeg loads
+        return (
+            f"torchcodec cannot load FFmpeg's shared libraries: apt-get install {FFMPEG_APT_PACKAGES} ({e})"
+        )
+    return None
+
 
 class TorchCodecReader(VideoReader):
-    """Reader on torchcodec's VideoDecoder (exact seek mode), resizing with PyAV-equivalent bilinear."""
+    """Reader on torchcodec's VideoDecoder; resizing with antialiased bilinear (torch)."""
 
     backend = "torchcodec"
+    native_rotation = True
 
-    def __init__(self, path, index: StreamIndex | None = None):
-        super().__init__(path, index)
+    def __init__(self, path, index: StreamIndex | None = None, rotate: bool = True, seek_mode: str = "exact"):
+        super().__init__(path, index, rotate=rotate)
+        self._dec = None
+        if seek_mode not in ("exact", "approximate"):
+            raise ValueError(f"seek_mode must be 'exact' or 'approximate', got {seek_mode!r}")
+        self.seek_mode = seek_mode
+        why = unavailable_reason()
+        if why:
+            self.close()
+            raise VideoReadError(self.path, why)
+        if orientation.mirrors(self._index.orient_op):
+            self.close()
+            raise VideoReadError(
+                self.path,
+                f"mirrored display matrix ({self._index.orient_op}): torchcodec's handling is not verified; "
+                "use backend='pyav' or 'auto'",
+            )
+        from torchcodec.decoders import VideoDecoder
+
         try:
-            from torchcodec.decoders import VideoDecoder
+            self._dec = VideoDecoder(
+                str(self.path),
+                stream_index=self._index.stream_index,
+                seek_mode=seek_mode,
+                dimension_order="NHWC",
+            )
         except Exception as e:  # noqa: BLE001
-            raise VideoReadError(self.path, f"torchcodec is not available: {e}") from e
-        try:
-            self._dec = VideoDecoder(str(self.path), seek_mode="exact", dimension_order="NHWC")
-        except Exception as e:  # noqa: BLE001
+            self.close()
             raise VideoReadError(self.path, f"torchcodec cannot open it: {e}") from e
+        md = self._dec.metadata
+        n = md.num_frames if md.num_frames is not None else len(self._dec)
+        damaged = bool(self._index.extra.get("damaged"))  # the index keeps the decodable prefix of its frames
+        if n is not None and (int(n) < self.num_frames if damaged else int(n) != self.num_frames):
+            self.close()
+            raise VideoReadError(
+                self.path,
+                f"torchcodec ({seek_mode} seek mode) sees {n} frames, the packet index {self.num_frames}",
+            )
+        self._shown = self._index.display_size
 
     def _decode_sorted(self, indices: np.ndarray, width: int, height: int) -> np.ndarray:
         try:
@@ -32,7 +91,13 @@ class TorchCodecReader(VideoReader):
             raise VideoReadError(
                 self.path, f"torchcodec failed on frames {indices[:8].tolist()}...: {e}"
             ) from e
-        if (width, height) != (self.width, self.height):
+        if tuple(batch.shape[1:3]) != (self._shown[1], self._shown[0]):
+            raise VideoReadError(
+                self.path,
+                f"torchcodec returned {batch.shape[2]}x{batch.shape[1]} frames, the displayed size is "
+                f"{self._shown[0]}x{self._shown[1]}",
+            )
+        if (width, height) != self._shown:
             import torch.nn.functional as F
 
             x = batch.permute(0, 3, 1, 2).float()
