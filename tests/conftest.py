@@ -12,7 +12,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # Caches (frame indices, packet indices) go to a fresh folder, never the user's ~/.cache.
 _CACHE = tempfile.mkdtemp(prefix="vidlab-test-cache-")
-os.environ["VIDLAB_CACHE"] = os.path.join(_CACHE, "frame_index")
+os.environ.pop("VIDLAB_CACHE", None)  # deprecated (frame index only); VIDLAB_CACHE_DIR is the one root
 os.environ["VIDLAB_CACHE_DIR"] = _CACHE
 
 import pytest  # noqa: E402

@@ -8,9 +8,11 @@ cache (``plans/``), Ray's logs (``ray/``) and benchmark files (``bench/``). The 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 CACHE_ENV = "VIDLAB_CACHE_DIR"
+LEGACY_FRAME_INDEX_ENV = "VIDLAB_CACHE"
 
 
 def cache_root() -> Path:
@@ -28,3 +30,18 @@ def cache_root() -> Path:
 def cache_dir(name: str) -> Path:
     """A named sub-folder of the cache root (not created)."""
     return cache_root() / name
+
+
+def frame_index_dir() -> Path:
+    """The frame-index cache: ``cache_dir("frame_index")``; the old ``$VIDLAB_CACHE`` still wins, with a
+    DeprecationWarning (it named the frame-index folder itself)."""
+    legacy = os.environ.get(LEGACY_FRAME_INDEX_ENV)
+    if legacy:
+        warnings.warn(
+            f"{LEGACY_FRAME_INDEX_ENV} is deprecated: set {CACHE_ENV} (the frame index goes to its "
+            f"'frame_index' folder); using {legacy}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Path(legacy).expanduser()
+    return cache_dir("frame_index")

@@ -43,12 +43,11 @@ class EmptyIntervalError(ValueError):
 
 
 def default_cache_dir() -> Path:
-    """``$VIDLAB_CACHE``, else ``$VIDLAB_CACHE_DIR/frame_index`` (vidlab.video's root), else ``~/.cache/vidlab/frame_index``."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    root = os.environ.get("VIDLAB_CACHE_DIR")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "vidlab") / "frame_index"
+    """``vidlab.paths.frame_index_dir()``: ``$VIDLAB_CACHE_DIR/frame_index`` (platform cache dir by default);
+    the deprecated ``$VIDLAB_CACHE`` still works, with a DeprecationWarning."""
+    from vidlab.paths import frame_index_dir
+
+    return frame_index_dir()
 
 
 def cache_key(content_id: str, model_tag: str, sampling: str, preprocess_id: str) -> str:
