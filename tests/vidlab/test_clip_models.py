@@ -155,3 +155,57 @@ def test_bad_frames_are_typed_errors(model):
         model.embed_images(np.zeros((8, 8, 3), np.uint8))
     with pytest.raises(TypeError, match="list of strings"):
         model.embed_texts("a single string")
+
+
+def _bin_beside(d, other_model):
+    """open_clip's preferred name for a pickled checkpoint, holding *other* weights than the safetensors."""
+    import torch
+
+    torch.save(other_model.model.state_dict(), d / "open_clip_pytorch_model.bin")
+
+
+def test_local_folder_loads_exactly_the_file_it_fingerprints(model, frames, tmp_path):
+    """open_clip alone prefers open_clip_pytorch_model.bin over model.safetensors: the tag would hash one file
+    while the model ran on another. vidlab refuses the folder instead of guessing."""
+    import open_clip
+
+    from vidlab.clip.models import AmbiguousWeightsError
+    from vidlab.errors import UserError
+
+    d = model.save(tmp_path / "m")
+    (d / "open_clip_model.safetensors").rename(d / "model.safetensors")
+    other = load_model("vidlab-tiny:seed5")
+    _bin_beside(d, other)
+    # the defect this guards against: open_clip's own pick is the .bin (other weights)
+    oc = open_clip.create_model(f"local-dir:{d}")
+    oc_emb = oc.encode_image(model.preprocess(frames[:1])).detach()
+    other_emb = other.model.encode_image(other.preprocess(frames[:1])).detach()
+    assert np.allclose(oc_emb.numpy(), other_emb.numpy(), atol=1e-5)
+    with pytest.raises(AmbiguousWeightsError, match="several weight files") as e:
+        load_model(d)
+    assert isinstance(e.value, UserError) and "open_clip_pytorch_model.bin" in str(e.value)
+    (d / "open_clip_pytorch_model.bin").unlink()
+    loaded = load_model(d)  # now unambiguous: the safetensors, whatever its name
+    np.testing.assert_array_equal(loaded.embed_images(frames), model.embed_images(frames))
+    from vidlab.clip.identity import file_fingerprint
+
+    assert loaded.tag == f"vidlab-tiny@{file_fingerprint(d / 'model.safetensors')[:16]}"
+
+
+def test_local_folder_with_two_safetensors_is_ambiguous(model, tmp_path):
+    from vidlab.clip.models import AmbiguousWeightsError
+
+    d = model.save(tmp_path / "m")
+    load_model("vidlab-tiny:seed2").save(tmp_path / "n")
+    (tmp_path / "n" / "open_clip_model.safetensors").rename(d / "open_clip_pytorch_model.safetensors")
+    with pytest.raises(AmbiguousWeightsError, match="open_clip_pytorch_model.safetensors"):
+        load_model(d)
+    with pytest.raises(AmbiguousWeightsError, match="exactly one"):
+        model.save(d)  # saving into it would leave it ambiguous too
+
+
+def test_save_is_atomic_and_leaves_no_temporaries(model, tmp_path):
+    d = model.save(tmp_path / "m")
+    assert sorted(p.name for p in d.iterdir()) == ["open_clip_config.json", "open_clip_model.safetensors"]
+    model.save(d)  # overwriting its own file is fine
+    assert load_model(d).tag.startswith("vidlab-tiny@")

@@ -7,8 +7,11 @@ Specs ``load_model`` accepts:
 - ``"ViT-B-32:openai"``: any open_clip architecture with a pretrained tag (downloads in real use) or a
   ``.safetensors`` file path after the colon; a bare architecture name is randomly initialised.
 - ``"hf-hub:org/name"``: an open_clip model on the Hugging Face hub.
-- ``"/path/to/dir"`` (or ``"local-dir:/path"``): ``open_clip_config.json`` + ``*.safetensors``, as written
-  by :meth:`ClipModel.save`.
+- ``"/path/to/dir"`` (or ``"local-dir:/path"``): ``open_clip_config.json`` + exactly one ``*.safetensors``,
+  as written by :meth:`ClipModel.save`. vidlab loads exactly that file, the one its tag fingerprints
+  (never open_clip's own pick, which prefers ``open_clip_pytorch_model.bin`` over ``model.safetensors``);
+  a folder with several weight files, or a ``.bin``/``.pt``/``.pth`` beside the safetensors, is refused
+  (:class:`AmbiguousWeightsError`) rather than guessed.
 
 ``ClipModel.tag`` names the weights (it enters frame-index cache keys): ``arch:seedN`` for random
 weights, ``arch:tag`` for pretrained tags, ``hf-hub:...`` for the hub, and ``arch@<weights fingerprint>``
@@ -31,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from vidlab.errors import UserError
+
 TINY_MODEL = "vidlab-tiny"
 SMALL_MODEL = "vidlab-small"
 BUILTIN_DIR = Path(__file__).resolve().parent / "model_configs"
@@ -41,16 +46,47 @@ WEIGHTS_NAME = "open_clip_model.safetensors"
 _SEED_RE = re.compile(r"^seed(\d+)$")
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UserError, RuntimeError):
     """A model spec that names something that exists but cannot be loaded (e.g. offline download)."""
 
 
-class UnknownModelError(ValueError):
+class AmbiguousWeightsError(ModelLoadError):
+    """A model folder holding several weight files (or a pickle beside the safetensors): which one is meant?"""
+
+
+class UnknownModelError(UserError, ValueError):
     """A model spec naming no known architecture or pretrained tag; the message lists close names."""
 
 
-class MissingWeightsError(FileNotFoundError):
+class MissingWeightsError(UserError, FileNotFoundError):
     """A weights file (or a model directory's safetensors) that is not there."""
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def local_weights(d: Path, spec: str) -> Path:
+    """The one weights file of model folder ``d``: exactly one ``.safetensors`` and no pickled weights.
+
+    Anything else is an error naming the files, so the file vidlab fingerprints is the file it loads.
+    """
+    from vidlab.io import is_temporary
+
+    files = sorted(
+        p for p in d.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file() and not is_temporary(p.name)
+    )
+    safe = [p for p in files if p.suffix == ".safetensors"]
+    pickles = [p.name for p in files if p.suffix != ".safetensors"]
+    if not safe:
+        extra = f" (found {pickles}: convert them to safetensors; vidlab never unpickles)" if pickles else ""
+        raise MissingWeightsError(f"model {spec!r}: no .safetensors weights file in {str(d)!r}{extra}")
+    if len(safe) > 1 or pickles:
+        raise AmbiguousWeightsError(
+            f"model {spec!r}: folder {str(d)!r} holds several weight files {[p.name for p in files]}; "
+            "keep exactly one .safetensors file there (vidlab loads only safetensors, and only the file it "
+            "fingerprints), or pass 'ARCH:/path/to/file.safetensors'"
+        )
+    return safe[0]
 
 
 class QueryTruncatedWarning(UserWarning):
@@ -292,18 +328,27 @@ class ClipModel:
             raise ModelLoadError(f"cannot save {self.tag!r}: its architecture config is unknown")
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
+        from vidlab.io import atomic_path, atomic_write_text, is_temporary
+
+        others = [
+            p.name
+            for p in d.iterdir()
+            if p.suffix in WEIGHT_SUFFIXES and p.name != WEIGHTS_NAME and not is_temporary(p.name)
+        ]
+        if others:
+            raise AmbiguousWeightsError(
+                f"cannot save into {str(d)!r}: it already holds other weight files {others}, and a model "
+                "folder must hold exactly one (load_model would refuse it)"
+            )
         state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
-        tmp = d / (WEIGHTS_NAME + ".tmp")
-        save_file(state, str(tmp), metadata={"format": "pt", "vidlab_tag": self.tag})
-        os.replace(tmp, d / WEIGHTS_NAME)
+        with atomic_path(d / WEIGHTS_NAME) as tmp:
+            save_file(state, str(tmp), metadata={"format": "pt", "vidlab_tag": self.tag})
         cfg = {
             "model_cfg": self.model_cfg,
             "preprocess_cfg": self.preprocess_cfg,
             "vidlab": {"source_tag": self.tag},
         }
-        tmp = d / (CONFIG_NAME + ".tmp")
-        tmp.write_text(json.dumps(cfg, indent=2, default=list))
-        os.replace(tmp, d / CONFIG_NAME)
+        atomic_write_text(d / CONFIG_NAME, json.dumps(cfg, indent=2, default=list))
         return d
 
 
@@ -388,19 +433,25 @@ def load_model(
             raise MissingWeightsError(
                 f"model {spec!r}: {str(cfg_path)!r} is missing (write it with ClipModel.save)"
             )
-        shards = sorted(d.glob("*.safetensors"))
-        if not shards:
-            others = [p.name for p in d.iterdir() if p.suffix in (".bin", ".pth", ".pt")]
-            extra = (
-                f" (found {others}: convert them to safetensors; vidlab never unpickles)" if others else ""
-            )
-            raise MissingWeightsError(f"model {spec!r}: no .safetensors weights file in {str(d)!r}{extra}")
-        weights = d / WEIGHTS_NAME if (d / WEIGHTS_NAME).is_file() else shards[0]
-        full_cfg = json.loads(cfg_path.read_text())
-        model_cfg = full_cfg.get("model_cfg")
+        weights = local_weights(d, spec)
+        from vidlab.io import require_regular_file
+
+        require_regular_file(cfg_path, "model config")
+        try:
+            full_cfg = json.loads(cfg_path.read_text())
+        except json.JSONDecodeError as e:
+            raise ModelLoadError(f"model {spec!r}: {str(cfg_path)!r} is not valid JSON: {e}") from e
+        model_cfg = full_cfg.get("model_cfg") if isinstance(full_cfg, dict) else None
         if not isinstance(model_cfg, dict):
             raise ModelLoadError(f"model {spec!r}: {str(cfg_path)!r} has no 'model_cfg' mapping")
-        module = open_clip.create_model(f"local-dir:{d}", device=dev, precision=prec)
+        with _quiet_open_clip():  # architecture only: the weights come from exactly `weights` below
+            module = open_clip.create_model(
+                f"local-dir:{d}", device=dev, precision=prec, load_weights=False, pretrained_text=False
+            )
+        try:
+            open_clip.load_checkpoint(module, str(weights), strict=True)
+        except Exception as e:  # noqa: BLE001 - mismatched keys/shapes, corrupt file
+            raise ModelLoadError(f"model {spec!r}: cannot load {str(weights)!r}: {e}") from e
         tokenizer = open_clip.get_tokenizer(f"local-dir:{d}")
         arch = full_cfg.get("vidlab", {}).get("source_tag", d.name).split("@")[0].split(":")[0]
         return ClipModel(
