@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -63,15 +62,13 @@ def test_tiny_tokenizer_is_t5_style(tiny):
     assert tiny.decode(enc["input_ids"], skip_special_tokens=True) == "a red cat"
 
 
-def test_tiny_tokenizer_is_deterministic_and_fast():
+def test_tiny_tokenizer_is_deterministic():
+    # Its build time is a figure of benchmarks/failure_paths.py, not a test assertion.
     _train.cache_clear()
-    t0 = time.perf_counter()
     a = build_tiny_tokenizer()
-    elapsed = time.perf_counter() - t0
     _train.cache_clear()
     b = build_tiny_tokenizer()
     assert a.get_vocab() == b.get_vocab()
-    assert elapsed < 1.0, f"building took {elapsed:.2f}s"
     # Each call returns its own object: changing one does not change the next.
     a.model_max_length = 7
     assert build_tiny_tokenizer().model_max_length == 512

@@ -176,10 +176,9 @@ def test_4xx_is_not_retried_and_names_status_and_body(server):
 def test_slow_server_times_out_after_retries(server):
     server.default = (200, None, 1.0)
     pol = OpenAIPolicy(server.url, "m", timeout=0.2, max_retries=1, backoff=0.01)
-    t0 = time.perf_counter()
-    with pytest.raises(EndpointTimeout, match="after 2 attempts"):
+    with pytest.raises(EndpointTimeout, match="after 2 attempts"):  # latency: benchmarks/failure_paths.py
         pol.generate(conversation())
-    assert time.perf_counter() - t0 < 3 and len(server.requests) == 2
+    assert len(server.requests) == 2
 
 
 def test_bad_bodies_are_typed_errors(server):
