@@ -17,7 +17,8 @@ from generation.planners.compbench_check import PROMPT_FILES, main, measure, met
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "t2v-compbench"
 pytestmark = pytest.mark.skipif(
-    not (DATA / "prompts").is_dir(), reason=f"needs ../shared: T2V-CompBench data not found at {DATA} (not shipped with the project)"
+    not (DATA / "prompts").is_dir(),
+    reason=f"needs ../shared: T2V-CompBench data not found at {DATA} (not shipped with the project)",
 )
 # Measured: attr 0.995, action 1.000, dynamic 1.000, numeracy 1.000, spatial 1.000, motion 1.000.
 MIN_ATTR_RECALL = 0.97
