@@ -1,0 +1,50 @@
+"""Shared fixtures for the verl / TRL tests: two small synthetic videos, a tiny Qwen2.5-VL on disk, one thread."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("trl")
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread():
+    """Tiny matmuls on a shared 2-core box run far faster without intra-op threads fighting."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def rl_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("rl")
+
+
+@pytest.fixture(scope="session")
+def needles(rl_root) -> Path:
+    """questions.jsonl over two 120-frame, 10 fps videos (one shows a red square)."""
+    from understanding.benchmarks.synthetic import write_needle_benchmark
+
+    return write_needle_benchmark(rl_root / "needles", n=2, num_frames=120, fps=10.0)
+
+
+@pytest.fixture(scope="session")
+def question_rows(needles) -> list[dict]:
+    rows = [json.loads(line) for line in needles.read_text().splitlines() if line.strip()]
+    for r in rows:
+        r["video"] = str((needles.parent / r["video"]).resolve())
+        r["classification"] = "active"
+    return rows
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(rl_root) -> Path:
+    from understanding.policies.tiny_qwen import save_tiny_qwen_vl
+
+    return save_tiny_qwen_vl(rl_root / "tiny-qwen2_5_vl", "qwen2_5_vl", seed=0)

@@ -1,0 +1,249 @@
+"""The verl GRPO recipe for VideoBrain: preset -> tool config, agent-loop config, and the exact launch command.
+
+``VerlConfig`` defaults are the reference GRPO settings (authors' release, research note): rollout n = 8,
+temperature 1.0, lr 1e-6, clip 0.2, low-var KL loss coef 0.001, entropy coef 0.001, batch 32, vision tower
+frozen, 1 epoch, at most 6 assistant turns (5 calls + the answer). ``write_launch`` writes, into one folder:
+``tools.yaml`` (verl's tool-config format, loaded by ``verl.tools.tool_registry``), ``agent_loop.yaml`` (the
+``agent_loop_config_path`` that registers ``videobrain_agent``), ``launch.sh`` (the ``python -m
+verl.trainer.main_ppo`` command with every override spelled out) and ``ray_job.sh`` (the same through
+``ray job submit``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from understanding import protocol as P
+
+REWARD_FILE = Path(__file__).with_name("reward.py")
+
+
+@dataclass
+class ClipToolConfig:
+    """How ``clip_sample`` is served on rollout workers (see ``understanding.rl.tools``)."""
+
+    enabled: bool = True
+    model: str = "ViT-B-16:openai"  # the authors' training CLIP
+    sampling: str = "fps=1"  # the FrameIndex grid built by `vidlab index`
+    index_cache_dir: str | None = None  # default: the vidlab cache root
+    parity: bool = True  # the reference's K linspace candidates (served from the index)
+    device: str = "cpu"  # text embedding on the rollout worker's CPU keeps the GPUs for vLLM + FSDP
+
+
+@dataclass
+class VerlConfig:
+    """Everything ``vidlab train-agent --engine verl`` needs; keys mirror verl's where they exist."""
+
+    data: str = ""  # a source for understanding.rl.dataset (jsonl:PATH, benchmark:NAME:PATH, a .jsonl path)
+    val_data: str = ""  # optional validation source (default: none, val_before_train off)
+    out: str = "runs/verl-videobrain"
+    model: str = "Qwen/Qwen3-VL-8B-Instruct"
+    limit: int | None = None  # convert at most this many rows
+    # reference GRPO settings
+    rollout_n: int = 8
+    temperature: float = 1.0
+    lr: float = 1e-6
+    clip_ratio: float = 0.2
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+    entropy_coeff: float = 0.001
+    train_batch_size: int = 32
+    ppo_mini_batch_size: int = 32
+    micro_batch_size_per_gpu: int = 1
+    freeze_vision_tower: bool = True
+    total_epochs: int = 1
+    max_turns: int = 6
+    max_calls: int = 5
+    # lengths: 16 + 5x8 = 56 frames at 640x360 -> ~300 visual tokens each for Qwen3-VL (16px patches, 2x2 merge)
+    max_prompt_length: int = 8192  # system + question + 16 initial frames
+    max_response_length: int = 24576  # 6 assistant turns + up to 40 observation frames
+    max_tool_response_length: int = 4096  # chars of tool text kept by verl; the "no more calls" prefix is ~330
+    limit_images: int = 56  # vLLM images per prompt: 16 initial + 5 x 8
+    # cluster
+    n_gpus_per_node: int = 8
+    nnodes: int = 1
+    tensor_parallel: int = 2
+    gpu_memory_utilization: float = 0.6
+    agent_workers: int = 8
+    rollout_engine: str = "vllm"
+    project: str = "vidlab-videobrain"
+    experiment: str = "qwen3-vl-8b-grpo"
+    save_freq: int = 100
+    clip: ClipToolConfig = field(default_factory=ClipToolConfig)
+    extra_overrides: list[str] = field(default_factory=list)  # appended verbatim (hydra syntax)
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return P.TOOL_NAMES if self.clip.enabled else (P.UNIFORM,)
+
+
+def tool_config(cfg: VerlConfig) -> dict[str, Any]:
+    """verl's tool-config YAML content: one entry per tool, OpenAI function schemas from the protocol."""
+    common = {"type": "native", "max_calls": cfg.max_calls, "max_size": [640, 360]}
+    tools = [
+        {
+            "class_name": "understanding.rl.tools.UniformSampleTool",
+            "config": {**common, "num_frames": 8, "min_uniform_range": 8},
+            "tool_schema": P.TOOL_SCHEMAS[P.UNIFORM],
+        }
+    ]
+    if cfg.clip.enabled:
+        c = cfg.clip
+        tools.append(
+            {
+                "class_name": "understanding.rl.tools.ClipSampleTool",
+                "config": {
+                    **common,
+                    "num_frames": 4,
+                    "clip_model": c.model,
+                    "clip_sampling": c.sampling,
+                    "index_cache_dir": c.index_cache_dir,
+                    "parity": c.parity,
+                    "device": c.device,
+                },
+                "tool_schema": P.TOOL_SCHEMAS[P.CLIP],
+            }
+        )
+    return {"tools": tools}
+
+
+def agent_loop_config(cfg: VerlConfig) -> list[dict[str, Any]]:
+    """The ``agent_loop_config_path`` content: registers ``videobrain_agent`` with its budgets."""
+    return [
+        {
+            "name": "videobrain_agent",
+            "_target_": "understanding.rl.agent_loop.VideoBrainAgentLoop",
+            "max_calls": cfg.max_calls,
+            "max_turns": cfg.max_turns,
+        }
+    ]
+
+
+def hydra_overrides(
+    cfg: VerlConfig, train_file: str, val_file: str | None, tool_path: str, loop_path: str
+) -> list[str]:
+    """``main_ppo`` overrides for the reference GRPO recipe (verl 0.9 key names)."""
+    a, r = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+    o = [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=false",
+        f"data.train_files={train_file}",
+        f"data.val_files={val_file or train_file}",
+        f"data.train_batch_size={cfg.train_batch_size}",
+        f"data.max_prompt_length={cfg.max_prompt_length}",
+        f"data.max_response_length={cfg.max_response_length}",
+        "data.filter_overlong_prompts=true",
+        "data.truncation=error",
+        "data.image_key=images",
+        "data.return_raw_chat=true",
+        f"actor_rollout_ref.model.path={cfg.model}",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.model.use_remove_padding=true",
+        f"{a}.optim.lr={cfg.lr}",
+        f"{a}.ppo_mini_batch_size={cfg.ppo_mini_batch_size}",
+        f"{a}.ppo_micro_batch_size_per_gpu={cfg.micro_batch_size_per_gpu}",
+        f"{a}.clip_ratio={cfg.clip_ratio}",
+        f"{a}.clip_ratio_low={cfg.clip_ratio}",
+        f"{a}.clip_ratio_high={cfg.clip_ratio}",
+        f"{a}.use_kl_loss=true",
+        f"{a}.kl_loss_coef={cfg.kl_loss_coef}",
+        f"{a}.kl_loss_type={cfg.kl_loss_type}",
+        f"{a}.entropy_coeff={cfg.entropy_coeff}",
+        f"{a}.freeze_vision_tower={str(cfg.freeze_vision_tower).lower()}",
+        f"{a}.fsdp_config.param_offload=false",
+        f"{a}.fsdp_config.optimizer_offload=false",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={cfg.micro_batch_size_per_gpu}",
+        f"{r}.name={cfg.rollout_engine}",
+        f"{r}.mode=async",
+        f"{r}.n={cfg.rollout_n}",
+        f"{r}.temperature={cfg.temperature}",
+        f"{r}.tensor_model_parallel_size={cfg.tensor_parallel}",
+        f"{r}.gpu_memory_utilization={cfg.gpu_memory_utilization}",
+        f"{r}.log_prob_micro_batch_size_per_gpu={cfg.micro_batch_size_per_gpu}",
+        f"+{r}.limit_images={cfg.limit_images}",  # a RolloutConfig field the yaml omits
+        f"{r}.multi_turn.enable=true",
+        f"{r}.multi_turn.format=hermes",
+        f"{r}.multi_turn.max_assistant_turns={cfg.max_turns}",
+        f"{r}.multi_turn.max_user_turns={cfg.max_calls}",
+        f"{r}.multi_turn.max_tool_response_length={cfg.max_tool_response_length}",
+        f"{r}.multi_turn.tool_config_path={tool_path}",
+        f"{r}.agent.num_workers={cfg.agent_workers}",
+        f"{r}.agent.default_agent_loop=videobrain_agent",
+        f"{r}.agent.agent_loop_config_path={loop_path}",
+        f"reward.custom_reward_function.path={REWARD_FILE}",
+        "reward.custom_reward_function.name=compute_score",
+        f"trainer.n_gpus_per_node={cfg.n_gpus_per_node}",
+        f"trainer.nnodes={cfg.nnodes}",
+        f"trainer.total_epochs={cfg.total_epochs}",
+        f"trainer.project_name={cfg.project}",
+        f"trainer.experiment_name={cfg.experiment}",
+        f"trainer.save_freq={cfg.save_freq}",
+        "trainer.test_freq=-1",
+        f"trainer.val_before_train={'true' if cfg.val_data else 'false'}",
+        "trainer.logger=[console]",
+        f"trainer.default_local_dir={Path(cfg.out).resolve() / 'checkpoints'}",
+    ]
+    return o + list(cfg.extra_overrides)
+
+
+def _shell(lines: list[str], overrides: list[str]) -> str:
+    body = " \\\n    ".join(shlex.quote(x) for x in overrides)
+    return "\n".join(lines) + f"\n    {body}\n"
+
+
+def write_launch(cfg: VerlConfig, out_dir: str | os.PathLike, train_file: str, val_file: str | None) -> dict[str, str]:
+    """Write tools.yaml, agent_loop.yaml, launch.sh, ray_job.sh and config.yaml into ``out_dir``; return their paths."""
+    from vidlab.io import atomic_write_text
+
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    tool_path, loop_path = out / "tools.yaml", out / "agent_loop.yaml"
+    atomic_write_text(tool_path, yaml.safe_dump(tool_config(cfg), sort_keys=False))
+    atomic_write_text(loop_path, yaml.safe_dump(agent_loop_config(cfg), sort_keys=False))
+    overrides = hydra_overrides(cfg, train_file, val_file, str(tool_path), str(loop_path))
+    repo = Path(__file__).resolve().parents[2]
+    env = [
+        "#!/usr/bin/env bash",
+        f"# VideoBrain GRPO on upstream verl: {cfg.model}, {cfg.nnodes} node(s) x {cfg.n_gpus_per_node} GPUs.",
+        "# Written by `vidlab train-agent --engine verl`; edit the overrides or rerun that command.",
+        "set -euo pipefail",
+        f'export PYTHONPATH="{repo}${{PYTHONPATH:+:$PYTHONPATH}}"  # understanding.rl.* must import on every worker',
+        "export VLLM_USE_V1=1 HYDRA_FULL_ERROR=1",
+        "python3 -m verl.trainer.main_ppo \\",
+    ]
+    launch = out / "launch.sh"
+    atomic_write_text(launch, _shell(env, overrides))
+    launch.chmod(0o755)
+    runtime_env = {"working_dir": str(repo), "env_vars": {"PYTHONPATH": str(repo), "HYDRA_FULL_ERROR": "1"}}
+    ray = [
+        "#!/usr/bin/env bash",
+        "# The same run submitted to a running Ray cluster (RAY_ADDRESS, e.g. http://HEAD:8265).",
+        "set -euo pipefail",
+        'ray job submit --address="${RAY_ADDRESS:-http://127.0.0.1:8265}" \\',
+        f"    --runtime-env-json={shlex.quote(yaml.safe_dump(runtime_env, default_flow_style=True).strip())} \\",
+        "    -- python3 -m verl.trainer.main_ppo \\",
+    ]
+    ray_job = out / "ray_job.sh"
+    atomic_write_text(ray_job, _shell(ray, overrides))
+    ray_job.chmod(0o755)
+    from vidlab.config import save_resolved
+
+    save_resolved(cfg, out)
+    return {
+        "tools": str(tool_path),
+        "agent_loop": str(loop_path),
+        "launch": str(launch),
+        "ray_job": str(ray_job),
+        "config": str(out / "config.yaml"),
+    }
+
+
+def as_dict(cfg: VerlConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
