@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vidlab.errors import UserError
+
 BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -31,7 +33,24 @@ def last_json_line(text: str) -> dict | None:
     return None
 
 
+class BenchError(UserError):
+    """No benchmarks folder (an installed wheel), or an output that cannot be written."""
+
+
+def _open_out(path: Path):
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("a")
+    except OSError as e:
+        raise BenchError(f"cannot write --out {str(path)!r}: {e.strerror or e}") from e
+
+
 def main(argv: list[str] | None = None) -> int:
+    if not BENCH_DIR.is_dir():
+        raise BenchError(
+            f"no benchmarks folder at {BENCH_DIR}: the benchmark scripts ship with a checkout of the repository, "
+            "not with the installed package"
+        )
     names = available()
     parser = argparse.ArgumentParser(
         prog="vidlab bench",
@@ -47,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; available: {names}")
     failures = 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("a") as sink:
+    with _open_out(args.out) as sink:
         for name in args.names or names:
             cmd = [sys.executable, str(BENCH_DIR / f"{name}.py")] + (["--quick"] if args.quick else [])
             print(f"== {name}: {' '.join(cmd)}", flush=True)

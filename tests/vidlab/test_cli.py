@@ -97,3 +97,15 @@ def test_every_subcommand_has_help(name, capsys):
 def test_console_script_runs():
     proc = subprocess.run([sys.executable, "-m", "vidlab.cli", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "commands:" in proc.stdout
+
+
+def test_bench_unwritable_out_and_missing_checkout_are_one_line(monkeypatch, tmp_path, capsys):
+    from vidlab import bench
+
+    (tmp_path / "afile").write_text("x")
+    assert cli.main(["bench", "--out", str(tmp_path / "afile" / "b.jsonl"), "failure_paths"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write --out" in err[0]
+    monkeypatch.setattr(bench, "BENCH_DIR", tmp_path / "no-benchmarks")
+    assert cli.main(["bench"]) == 2
+    assert "ship with a checkout" in capsys.readouterr().err
