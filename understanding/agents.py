@@ -1,7 +1,9 @@
 """The two frame-acquisition agents VideoBrain's policy calls: Uniform (dense sampling) and CLIP (retrieval).
 
-Both read through ``vidlab.video`` and return ``understanding.messages.Frame`` (pixels downscaled to fit
-640x360, the source frame index, its timestamp). Reference behaviour (authors' release):
+Both read through ``vidlab.video`` and return ``understanding.messages.Frame`` (pixels at 640x360, the source
+frame index, its timestamp): ``resize="reference"`` (default) stretches every frame to exactly 640x360 as the
+authors' release does; ``resize="fit"`` keeps aspect and only shrinks (``vidlab.video.fit_within``).
+Reference behaviour (authors' release):
 ``uniform_sample`` -> frames at ``linspace(start, end-1, 8)`` (int truncation, de-duplicated);
 ``clip_sample`` -> K candidates at ``linspace(start, end-1, K)`` with ``K = min(128, range)`` when the range is
 below 20,000 frames, else ``min(256, range)``; the 4 with the highest cosine similarity to the prompt, in
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from understanding.messages import Frame
-from vidlab.video import uniform_indices
+from vidlab.video import fit_within, uniform_indices
 
 MAX_SIZE = (640, 360)
 NUM_UNIFORM = 8
@@ -31,13 +33,23 @@ class AgentError(ValueError):
     """A tool request the agent cannot serve (out-of-range frames, empty prompt); the reason names the input."""
 
 
-def fit_size(width: int, height: int, max_size: tuple[int, int] = MAX_SIZE) -> tuple[int, int]:
-    """Size that fits ``width x height`` within ``max_size`` keeping aspect; only ever downscales (as the reference)."""
-    mw, mh = max_size
-    if width <= mw and height <= mh:
-        return int(width), int(height)
-    scale = min(mw / width, mh / height)
-    return max(1, int(width * scale)), max(1, int(height * scale))
+FRAME_RESIZE = ("reference", "fit")
+
+
+def frame_size(
+    width: int, height: int, max_size: tuple[int, int] = MAX_SIZE, resize: str = "reference"
+) -> tuple[int, int]:
+    """The size a ``width x height`` frame is shown at.
+
+    ``reference`` (the authors' release, the default): exactly ``max_size`` (640x360), stretching other aspect
+    ratios and upscaling small videos, as their checkpoints were trained. ``fit``: ``vidlab.video.fit_within``,
+    keeping aspect and only ever shrinking.
+    """
+    if resize == "reference":
+        return int(max_size[0]), int(max_size[1])
+    if resize == "fit":
+        return fit_within(int(width), int(height), max_size)
+    raise ValueError(f"frame_resize must be one of {FRAME_RESIZE}, got {resize!r}")
 
 
 def linspace_frames(start: int, end: int, n: int) -> list[int]:
@@ -65,19 +77,27 @@ def _reader_size(reader: Any) -> tuple[int, int] | None:
     return None
 
 
-def decode_frames(reader: Any, indices: Sequence[int], max_size: tuple[int, int] = MAX_SIZE) -> list[Frame]:
-    """Decode ``indices`` through a ``vidlab.video`` reader, downscaled to fit ``max_size``, as ``Frame`` objects."""
+def decode_frames(
+    reader: Any, indices: Sequence[int], max_size: tuple[int, int] = MAX_SIZE, resize: str = "reference"
+) -> list[Frame]:
+    """Decode ``indices`` through a ``vidlab.video`` reader at :func:`frame_size`, as ``Frame`` objects.
+
+    ``fit`` lets the reader scale at decode time; ``reference`` decodes the full frame and resizes it to exactly
+    ``max_size`` with PIL's default filter (bicubic), as ``Image.resize((640, 360))`` in the authors' code does.
+    """
     idx = [int(i) for i in indices]
     if not idx:
         return []
     native = _reader_size(reader)
-    size = fit_size(*native, max_size) if native else None
-    pixels = reader.get_frames(idx, size=size if native and size != native else None)
-    if not native:
-        h, w = pixels.shape[1:3]
-        target = fit_size(w, h, max_size)
-        if target != (w, h):
-            pixels = _resize(pixels, target)
+    if resize == "fit" and native:
+        target = frame_size(*native, max_size, "fit")
+        pixels = reader.get_frames(idx, size=target if target != native else None)
+    else:
+        pixels = reader.get_frames(idx)
+    h, w = pixels.shape[1:3]
+    target = frame_size(w, h, max_size, resize)
+    if target != (w, h):
+        pixels = _resize(pixels, target)
     times = np.asarray(reader.timestamps(idx), dtype=np.float64)
     return [Frame(np.ascontiguousarray(p), i, float(t)) for p, i, t in zip(pixels, idx, times)]
 
@@ -85,7 +105,7 @@ def decode_frames(reader: Any, indices: Sequence[int], max_size: tuple[int, int]
 def _resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     from PIL import Image
 
-    return np.stack([np.asarray(Image.fromarray(p).resize(size, Image.BILINEAR)) for p in pixels])
+    return np.stack([np.asarray(Image.fromarray(p).resize(size)) for p in pixels])
 
 
 def open_reader(video: Any) -> Any:
@@ -115,10 +135,17 @@ class UniformAgent:
 
     name = "uniform_sample"
 
-    def __init__(self, reader: Any, num_frames: int = NUM_UNIFORM, max_size: tuple[int, int] = MAX_SIZE):
+    def __init__(
+        self,
+        reader: Any,
+        num_frames: int = NUM_UNIFORM,
+        max_size: tuple[int, int] = MAX_SIZE,
+        resize: str = "reference",
+    ):
         self.reader = open_reader(reader)
         self.num_frames = num_frames
         self.max_size = max_size
+        self.resize = resize
 
     @property
     def total_frames(self) -> int:
@@ -131,15 +158,15 @@ class UniformAgent:
 
     def initial(self, n: int = NUM_INITIAL) -> list[Frame]:
         """The initial view: n frames at ``linspace(0, total-1, n)``."""
-        return decode_frames(self.reader, initial_indices(self.total_frames, n), self.max_size)
+        return decode_frames(self.reader, initial_indices(self.total_frames, n), self.max_size, self.resize)
 
     def sample(self, start: int, end: int) -> list[Frame]:
         """Frames for ``uniform_sample(start, end)``."""
-        return decode_frames(self.reader, self.indices(start, end), self.max_size)
+        return decode_frames(self.reader, self.indices(start, end), self.max_size, self.resize)
 
     def frames(self, indices: Sequence[int]) -> list[Frame]:
         """Any frames by index (used for richer views in data classification)."""
-        return decode_frames(self.reader, indices, self.max_size)
+        return decode_frames(self.reader, indices, self.max_size, self.resize)
 
 
 class ClipAgent:
@@ -162,11 +189,13 @@ class ClipAgent:
         reader: Any = None,
         num_frames: int = NUM_CLIP,
         max_size: tuple[int, int] = MAX_SIZE,
+        resize: str = "reference",
     ):
         self.model = model
         self.parity = parity
         self.num_frames = num_frames
         self.max_size = max_size
+        self.resize = resize
         if hasattr(index_or_reader, "candidates"):
             self.index = index_or_reader
             source = reader if reader is not None else _index_video(index_or_reader)
@@ -195,7 +224,7 @@ class ClipAgent:
             frames, emb = _indexed_in_range(self.index, start, end)
         else:
             frames = np.asarray(linspace_frames(start, end, clip_candidate_count(start, end)), dtype=np.int64)
-            emb = _embed_decoded(self.reader, self.model, frames, self.max_size)
+            emb = _embed_decoded(self.reader, self.model, frames, self.max_size, self.resize)
         emb = np.asarray(emb, dtype=np.float32)
         return np.asarray(frames, dtype=np.int64), emb @ text
 
@@ -207,7 +236,7 @@ class ClipAgent:
 
     def sample(self, start: int, end: int, prompt: str) -> list[Frame]:
         """Frames for ``clip_sample(start, end, prompt)``."""
-        return decode_frames(self.reader, self.indices(start, end, prompt), self.max_size)
+        return decode_frames(self.reader, self.indices(start, end, prompt), self.max_size, self.resize)
 
 
 def _index_video(index: Any) -> Any:
@@ -240,11 +269,16 @@ def _indexed_in_range(index: Any, start: int, end: int) -> tuple[np.ndarray, np.
 
 
 def _embed_decoded(
-    reader: Any, model: Any, frames: np.ndarray, max_size: tuple[int, int], chunk: int = 32
+    reader: Any,
+    model: Any,
+    frames: np.ndarray,
+    max_size: tuple[int, int],
+    resize: str = "reference",
+    chunk: int = 32,
 ) -> np.ndarray:
     """Decode + embed candidates in bounded chunks (the reference path, when no FrameIndex is given)."""
     out = []
     for s in range(0, len(frames), chunk):
-        pix = [f.image for f in decode_frames(reader, frames[s : s + chunk].tolist(), max_size)]
+        pix = [f.image for f in decode_frames(reader, frames[s : s + chunk].tolist(), max_size, resize)]
         out.append(np.asarray(model.embed_images(np.stack(pix)), dtype=np.float32))
     return np.concatenate(out) if out else np.zeros((0, 1), np.float32)

@@ -11,8 +11,9 @@ turn with no tools. With ``p0``/``p1`` the mean accuracy of the two views:
 4. otherwise                       -> adaptive  (a capability gap; either strategy may help)
 
 Rows are JSONL dicts in and out; the label goes into ``classification`` with the evidence in
-``classification_info``. Output is appended a row at a time, so a rerun skips finished rows (by ``id``, or a
-hash of video + question); failures go to ``<out>.errors.jsonl`` and are retried on the next run.
+``classification_info``. With an output file the rows run as a ``vidlab.distributed.run_job`` in
+``<out>.job/`` (resumable by row ``id``, or a hash of video + question; locked; identity-checked), and the
+labelled rows and the failures (``<out>.errors.jsonl``, retried on the next run) are written atomically.
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from understanding import checks as C
 from understanding import protocol as P
 from understanding.agents import ClipAgent, UniformAgent, linspace_frames
 from understanding.judge import Judge, load_judge
 from understanding.messages import Policy
 from understanding.reward import ground_truth_letter
+from vidlab.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +42,25 @@ log = logging.getLogger(__name__)
 class ClassifyConfig:
     """How the two views are built and sampled, and the labelling thresholds."""
 
-    k: int = 4  # samples per view
-    temperature: float = 1.0
-    max_new_tokens: int = 512
-    seed: int = 0
-    num_initial_frames: int = 16
-    rich_uniform_frames: int = 32  # the richer view: this many uniform frames ...
-    rich_clip_frames: int = (
-        8  # ... plus the top CLIP frames for the question (0 disables; needs a CLIP model)
-    )
-    direct_min: float = 0.75
-    active_gain: float = 0.5
+    k: int = field(default=4, metadata=C.rng(1, 256))  # samples per view
+    temperature: float = field(default=1.0, metadata=C.rng(0.0, 10.0))
+    max_new_tokens: int = field(default=512, metadata=C.rng(1))
+    seed: int = field(default=0, metadata=C.rng(0))
+    num_initial_frames: int = field(default=16, metadata=C.rng(1, 1024))
+    rich_uniform_frames: int = field(
+        default=32, metadata=C.rng(1, 1024)
+    )  # the richer view: uniform frames ...
+    # ... plus the top CLIP frames for the question (0 disables; needs a CLIP model)
+    rich_clip_frames: int = field(default=8, metadata=C.rng(0, 1024))
+    direct_min: float = field(default=0.75, metadata=C.rng(0.0, 1.0))
+    active_gain: float = field(default=0.5, metadata=C.rng(0.0, 1.0))
     drop_filtered: bool = False  # keep filtered rows (labelled "filtered") unless asked to drop them
 
+    def __post_init__(self) -> None:
+        C.validate(self, "classify.")
 
-class ClassifyError(ValueError):
+
+class ClassifyError(UserError, ValueError):
     """A dataset row that cannot be classified; names the row and the reason."""
 
     def __init__(self, row_id: str, reason: str):
@@ -203,78 +210,200 @@ class _Classifier:
         return out
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    if not path.exists():
-        return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a torn last line from an interrupted run
-            continue
-    return rows
+class ClassifyWorker:
+    """``vidlab.distributed.run_job`` worker: one row in, the labelled row out (policy loaded once).
+
+    ``policy``/``clip_model``/``judge`` may be spec strings (loaded here, once per worker, as Ray actors
+    need) or ready objects (the in-process backend)."""
+
+    def __init__(
+        self,
+        policy: Any,
+        config: dict[str, Any] | ClassifyConfig | None = None,
+        clip_model: Any = None,
+        index_cache_dir: Any = None,
+        judge: Any = None,
+        video_root: Any = None,
+        policy_kwargs: dict[str, Any] | None = None,
+    ):
+        if isinstance(policy, str):
+            from understanding.policies import load_policy
+
+            policy = load_policy(policy, **(policy_kwargs or {}))
+        if isinstance(clip_model, str):
+            from vidlab.clip import load_model
+
+            clip_model = load_model(clip_model)
+        if judge is None or isinstance(judge, str):
+            judge = load_judge(judge)
+        if not isinstance(config, ClassifyConfig):
+            from vidlab.config import from_dict
+
+            config = from_dict(ClassifyConfig, dict(config or {}), where="classify.")
+        self.video_root = video_root
+        self.classifier = _Classifier(policy, config, clip_model, index_cache_dir, judge)
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        return self.classifier.classify(item["row"], self.video_root)
 
 
-def _append(path: Path, record: dict) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+def _name(obj: Any) -> Any:
+    if obj is None or isinstance(obj, str):
+        return obj
+    return getattr(obj, "name", None) or getattr(obj, "spec", None) or type(obj).__name__
+
+
+def job_dir_for(out_path: str | os.PathLike) -> Path:
+    """The job folder behind an output file: ``labelled.jsonl`` -> ``labelled.jsonl.job/``."""
+    out = Path(out_path)
+    return out.with_name(out.name + ".job")
+
+
+def classify_identity(
+    config: ClassifyConfig,
+    policy: Any,
+    *,
+    clip_model: Any = None,
+    judge: Any = None,
+    video_root: Any = None,
+    inputs: dict[str, Any] | None = None,
+    rows: Sequence[dict] | None = None,
+) -> dict[str, Any]:
+    """What decides a label: the classification settings (less ``drop_filtered``, an output filter), the
+    policy, CLIP model, judge and video root, and the content of the rows (``inputs``: the data file's
+    fingerprint; else a hash of ``rows``). Each row's video is fingerprinted into its job item."""
+    from vidlab.distributed import make_identity
+
+    settings = asdict(config)
+    settings.pop("drop_filtered", None)
+    if inputs is None:
+        blob = json.dumps(list(rows or []), sort_keys=True, default=str).encode()
+        inputs = {"rows": hashlib.sha256(blob).hexdigest()}
+    return make_identity(
+        settings,
+        inputs,
+        command="classify",
+        policy=_name(policy),
+        clip_model=_name(clip_model),
+        judge=_name(judge) or "rule",
+        video_root=str(video_root) if video_root is not None else None,
+    )
 
 
 def classify_rows(
     rows: Iterable[dict],
-    policy: Policy,
+    policy: Policy | str,
     *,
     config: ClassifyConfig | None = None,
     clip_model: Any = None,
     index_cache_dir: str | os.PathLike | None = None,
-    judge: Judge | None = None,
+    judge: Judge | str | None = None,
     out_path: str | os.PathLike | None = None,
     video_root: str | os.PathLike | None = None,
     progress: bool = True,
     errors: list[dict] | None = None,
+    identity: dict[str, Any] | None = None,
+    policy_kwargs: dict[str, Any] | None = None,
 ) -> list[dict]:
-    """Label every row; with ``out_path`` append each labelled row there and skip rows already in it.
+    """Label every row; returns the labelled rows in input order (filtered ones unless ``config.drop_filtered``).
 
-    Returns the labelled rows (filtered ones included unless ``config.drop_filtered``). Rows that fail (missing
-    video, undecodable file, no options for a multiple-choice question) are logged to ``<out>.errors.jsonl``
-    and appended to ``errors`` when given; the run goes on.
+    With ``out_path`` the work runs as a ``vidlab.distributed.run_job`` in ``<out>.job/`` (resumable: a rerun
+    skips finished rows; locked: a concurrent run into the same output refuses; identity-checked: a rerun with
+    other settings or other rows refuses, naming what differs), then the labelled rows are written to
+    ``out_path`` and the failures to ``<out>.errors.jsonl``, each atomically. Rows that fail (missing video,
+    undecodable file, no options for a multiple-choice question) are recorded with their reason and appended
+    to ``errors`` when given; the run goes on.
     """
+    from vidlab.distributed import run_job
+    from vidlab.io import atomic_write_text
+
     cfg = config or ClassifyConfig()
-    if cfg.k < 1:
-        raise ValueError(f"ClassifyConfig.k must be >= 1, got {cfg.k}")
-    out = Path(out_path) if out_path is not None else None
-    err_path = out.with_name(out.name + ".errors.jsonl") if out is not None else None
-    done: dict[str, dict] = {}
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        done = {str(r.get("id")): r for r in _read_jsonl(out)}
-    worker = _Classifier(policy, cfg, clip_model, index_cache_dir, judge)
     rows = list(rows)
-    results: list[dict] = []
-    iterator: Iterable[dict] = rows
+    items, seen = [], set()
+    for row in rows:
+        rid = row_id(row)
+        if rid in seen:
+            raise ClassifyError(rid, "duplicate row id (ids must be unique so reruns can resume)")
+        seen.add(rid)
+        items.append({"id": rid, "row": row})
+    worker_kwargs = {
+        "policy": policy,
+        "config": cfg,
+        "clip_model": clip_model,
+        "index_cache_dir": index_cache_dir,
+        "judge": judge,
+        "video_root": video_root,
+        "policy_kwargs": policy_kwargs,
+    }
+    if out_path is None:
+        return _classify_in_memory(items, worker_kwargs, cfg, progress, errors)
+    from understanding.evaluate import video_fingerprint
+
+    for it in items:
+        try:
+            it["video_sha256"] = video_fingerprint(_video_path(it["row"], video_root))
+        except ClassifyError:
+            it["video_sha256"] = None
+    out = Path(out_path)
+    ident = identity or classify_identity(
+        cfg, policy, clip_model=clip_model, judge=judge, video_root=video_root, rows=rows
+    )
+    job_dir = job_dir_for(out)
+    run_job(
+        items,
+        ClassifyWorker,
+        job_dir,
+        max_retries=0,
+        worker_kwargs=worker_kwargs,
+        desc="classify",
+        progress=progress,
+        identity=ident,
+    )
+    from vidlab.distributed import read_records
+
+    records = read_records(job_dir)
+    results, failed = [], []
+    for it in items:
+        rec = records.get(it["id"], {})
+        if rec.get("status") == "ok":
+            results.append(rec["result"])
+        else:
+            err = rec.get("error") or {}
+            failed.append({"id": it["id"], "error": f"{err.get('type', 'Error')}: {err.get('message', '')}"})
+    for record in failed:
+        log.warning("classify: %s: %s", record["id"], record["error"])
+    if errors is not None:
+        errors.extend(failed)
+    if cfg.drop_filtered:
+        results = [r for r in results if r.get("classification") != "filtered"]
+    atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results))
+    err_path = out.with_name(out.name + ".errors.jsonl")
+    if failed:
+        atomic_write_text(err_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in failed))
+    elif err_path.exists():
+        err_path.unlink()
+    return results
+
+
+def _classify_in_memory(
+    items: list[dict], worker_kwargs: dict[str, Any], cfg: ClassifyConfig, progress: bool, errors: Any
+) -> list[dict]:
+    worker = ClassifyWorker(**worker_kwargs)
+    iterator: Iterable[dict] = items
     if progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(rows, desc="classify", unit="row")
-    for row in iterator:
-        rid = row_id(row)
-        if rid in done:
-            labelled = done[rid]
-        else:
-            try:
-                labelled = worker.classify(row, video_root)
-            except Exception as e:  # noqa: BLE001 - record and go on; the reason names the row
-                record = {"id": rid, "error": f"{type(e).__name__}: {e}"}
-                if err_path is not None:
-                    _append(err_path, record)
-                if errors is not None:
-                    errors.append(record)
-                log.warning("classify: %s: %s", rid, record["error"])
-                continue
-            if out is not None:
-                _append(out, labelled)
+        iterator = tqdm(items, desc="classify", unit="row")
+    results = []
+    for it in iterator:
+        try:
+            labelled = worker.process(it)
+        except Exception as e:  # noqa: BLE001 - record and go on; the reason names the row
+            record = {"id": it["id"], "error": f"{type(e).__name__}: {e}"}
+            if errors is not None:
+                errors.append(record)
+            log.warning("classify: %s: %s", it["id"], record["error"])
+            continue
         if cfg.drop_filtered and labelled.get("classification") == "filtered":
             continue
         results.append(labelled)

@@ -1,71 +1,111 @@
 """``vidlab qa``, ``vidlab eval-qa`` and ``vidlab classify``: VideoBrain's command-line entry points.
 
-Each is ``main(argv) -> int`` over argparse. Settings resolve as dataclass defaults <- ``--config`` preset
-(YAML, e.g. ``configs/videobrain-qwen-vl.yaml``) <- ``--set key=value`` overrides <- explicit flags, and the
-resolved config is written next to every output. Bad input (unknown policy spec, unreadable benchmark copy,
-undecodable video, a multiple-choice question without options) exits with status 2 and a one-line reason.
+One grammar for all three (``vidlab.config``): settings resolve as ``EvalConfig`` defaults <- ``--preset
+NAME|PATH`` (YAML, e.g. ``configs/videobrain-qwen-vl.yaml``) <- ``key=value`` overrides (trailing words, or
+``--set key=value``) <- explicit flags; every value is type- and range-checked at once. ``--config`` still works
+as a deprecated alias of ``--preset``. Every user mistake (unknown policy spec, missing data file, bad option,
+locked or foreign output folder, a config value of the wrong type) is one line on stderr and exit status 2,
+reported before anything is written to ``--out``; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from understanding.evaluate import EvalConfig
+from vidlab.errors import UserError
 
 EXIT_BAD_INPUT = 2
 
 
-def _typed_errors() -> tuple[type[BaseException], ...]:
-    """The errors that mean "bad input" (reported in one line) rather than a bug (traceback)."""
-    from understanding.benchmarks import BenchmarkError, QAItemError
-    from understanding.policies import PolicyError
-    from vidlab.config import ConfigError
-    from vidlab.video import VideoReadError
-
-    return (
-        PolicyError,
-        BenchmarkError,
-        QAItemError,
-        VideoReadError,
-        ConfigError,
-        FileNotFoundError,
-        ValueError,
-    )
+class UsageError(UserError):
+    """A command line that cannot run: a required flag missing, an unknown option, a bad flag value."""
 
 
-def _fail(cmd: str, e: BaseException) -> int:
-    print(f"vidlab {cmd}: error: {e}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+class _Parser(argparse.ArgumentParser):
+    """argparse whose mistakes are a ``UsageError`` (one line, exit 2) rather than usage text + exit."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _run(prog: str, fn: Any, argv: list[str] | None) -> int:
+    """Run a command body; a ``UserError`` is one line and exit 2 (``--debug``/VIDLAB_DEBUG=1: traceback)."""
+    from vidlab.errors import debug_enabled, run_command
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if debug_enabled(args) or "--debug" in sys.argv[1:]:
+        return int(fn([a for a in args if a != "--debug"]) or 0)
+    return run_command(prog, fn, args)
 
 
 def _config_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("configuration")
-    g.add_argument(
-        "--config",
-        metavar="PRESET",
-        help="YAML preset: a path or a name in configs/ (e.g. videobrain-qwen-vl)",
-    )
-    g.add_argument(
-        "--set",
-        dest="overrides",
-        metavar="KEY=VALUE",
-        nargs="+",
-        default=[],
-        help="override config keys, dotted for nested ones: episode.max_calls=3 episode.temperature=0.7",
-    )
+    from vidlab.config import add_config_args
+
+    g = p.add_argument_group("configuration (one grammar for qa, eval-qa and classify)")
+    add_config_args(g)
+    g.add_argument("--config", dest="legacy_config", metavar="PRESET", help="deprecated alias of --preset")
 
 
-def _resolve(cls: type, args: argparse.Namespace, flags: dict[str, Any]) -> Any:
-    """defaults <- preset <- --set <- explicit flags (those not None)."""
-    from vidlab.config import resolve
+def _flag_keys() -> set[str]:
+    """Every dotted key of ``EvalConfig`` (to tell a ``key=value`` override from an option's text)."""
+    import dataclasses
 
-    cfg = resolve(cls, args.config, args.overrides)
-    return dataclasses.replace(cfg, **{k: v for k, v in flags.items() if v is not None})
+    keys: set[str] = set()
+
+    def walk(cls: Any, prefix: str) -> None:
+        for f in dataclasses.fields(cls):
+            keys.add(prefix + f.name)
+            default = getattr(cls(), f.name)
+            if dataclasses.is_dataclass(default):
+                walk(type(default), f"{prefix}{f.name}.")
+
+    walk(EvalConfig, "")
+    return keys
+
+
+def _parse(p: argparse.ArgumentParser, argv: list[str], greedy: tuple[str, ...] = ()) -> argparse.Namespace:
+    """Parse ``argv``; ``key=value`` words anywhere (even after a multi-value option) are overrides."""
+    args, extra = p.parse_known_args(argv)
+    overrides = list(getattr(args, "overrides", []) or [])
+    keys = _flag_keys()
+    for dest in greedy:  # `--options red blue episode.max_calls=3`: the last word is an override
+        values = getattr(args, dest, None)
+        if values:
+            kept = [v for v in values if not ("=" in v and v.split("=", 1)[0].split(".")[0] in keys)]
+            overrides += [v for v in values if v not in kept]
+            setattr(args, dest, kept or None)
+    for word in extra:
+        if "=" in word and not word.startswith("-"):
+            overrides.append(word)
+        else:
+            p.error(f"unrecognized argument {word!r}")
+    args.overrides = overrides
+    if getattr(args, "legacy_config", None):
+        if args.preset:
+            p.error("give the preset once: --preset (--config is its deprecated alias)")
+        print(f"{p.prog}: note: --config is deprecated; use --preset {args.legacy_config}", file=sys.stderr)
+        args.preset = args.legacy_config
+    return args
+
+
+def _resolve(args: argparse.Namespace, flags: dict[str, Any]) -> EvalConfig:
+    """defaults <- preset <- key=value overrides <- explicit flags (dotted keys, None = not given)."""
+    from vidlab.config import config_from_args
+
+    return config_from_args(EvalConfig, args, flags)
+
+
+def _require_file(path: str | None, what: str, flag: str) -> Path:
+    from vidlab.io import require_regular_file
+
+    if not path:
+        raise UsageError(f"{flag} is required: {what}")
+    return require_regular_file(path, what=what)
 
 
 # ------------------------------------------------------------------------------------------------------ qa
@@ -76,18 +116,21 @@ examples:
   # a real checkpoint through transformers, with CLIP retrieval as a second tool
   vidlab qa --video talk.mp4 --question "What is written on the board?" \\
       --policy hf:Qwen/Qwen3-VL-8B-Instruct --clip-model ViT-B-16:openai
-  # a vLLM server (vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8000)
+  # a vLLM server (vllm serve Qwen/Qwen2.5-VL-7B-Instruct --port 8000); key: VIDLAB_OPENAI_API_KEY
   vidlab qa --video v.mp4 --question "Q?" --options yes no --policy openai:http://127.0.0.1:8000/v1@Qwen/Qwen2.5-VL-7B-Instruct
   # the uniform-32 baseline: 32 evenly spaced frames, one answer, no tools
   vidlab qa --video v.mp4 --question "Q?" --options yes no --policy hf:DIR --strategy uniform:32
+  # settings: a preset plus key=value overrides (checked: episode.max_calls=abc is refused at once)
+  vidlab qa --video v.mp4 --question "Q?" --preset videobrain-qwen-vl episode.max_calls=3 episode.frame_resize=fit
 
-policy specs: hf:PATH_OR_ID | hf-tiny:qwen2_5_vl|qwen3_vl | openai:URL@MODEL | replay:FILE | const:LETTER
+policy specs: hf:PATH_OR_ID | hf-tiny:qwen2_5_vl|qwen3_vl | openai:URL@MODEL | replay:FILE | const:LETTER | pixel:COLOUR
+Frames are shown at exactly 640x360 (episode.frame_resize=reference, the authors' setting); fit keeps aspect.
 The trajectory is printed turn by turn: thoughts, tool calls, the frames seen (index and timestamp), the answer.
 """
 
 
 def _qa_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="vidlab qa",
         description="Answer one question about a (long) video with a VideoBrain policy, printing its trajectory.",
         epilog=QA_EPILOG,
@@ -103,10 +146,12 @@ def _qa_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--clip-model", help="CLIP model for clip_sample, e.g. ViT-B-16:openai (default: uniform tool only)"
     )
-    p.add_argument("--cache-dir", help="frame-index cache folder (default $VIDLAB_CACHE)")
-    p.add_argument("--max-calls", type=int, help="tool-call budget (reference: 5)")
-    p.add_argument("--temperature", type=float, help="sampling temperature (0 = greedy)")
-    p.add_argument("--seed", type=int, help="sampling seed")
+    p.add_argument("--cache-dir", help="frame-index cache folder (default: $VIDLAB_CACHE_DIR)")
+    p.add_argument("--max-calls", type=int, help="tool-call budget (= episode.max_calls; reference: 5)")
+    p.add_argument(
+        "--temperature", type=float, help="sampling temperature (= episode.temperature; 0 = greedy)"
+    )
+    p.add_argument("--seed", type=int, help="sampling seed (= episode.seed)")
     p.add_argument("--json", metavar="PATH", help="also write the trajectory as JSON here")
     _config_args(p)
     return p
@@ -155,25 +200,31 @@ def print_trajectory(traj: Any, file: Any = None) -> None:
 
 def qa_main(argv: list[str] | None = None) -> int:
     """``vidlab qa``: one question, one trajectory, printed."""
-    args = _qa_parser().parse_args(argv)
-    try:
-        cfg = _resolve(
-            EvalConfig,
-            args,
-            {
-                "policy": args.policy,
-                "strategy": args.strategy,
-                "clip_model": args.clip_model,
-                "cache_dir": args.cache_dir,
-            },
-        )
-        ep = {"max_calls": args.max_calls, "temperature": args.temperature, "seed": args.seed}
-        cfg = dataclasses.replace(
-            cfg, episode=dataclasses.replace(cfg.episode, **{k: v for k, v in ep.items() if v is not None})
-        )
-        traj = run_qa(cfg, args.video, args.question, args.options)
-    except _typed_errors() as e:
-        return _fail("qa", e)
+    return _run("vidlab qa", _qa, argv)
+
+
+def _qa(argv: list[str]) -> int:
+    from understanding.evaluate import check_strategy
+    from understanding.policies import check_policy_spec
+    from vidlab.io import atomic_write_text
+
+    args = _parse(_qa_parser(), argv, greedy=("options",))
+    cfg = _resolve(
+        args,
+        {
+            "policy": args.policy,
+            "strategy": args.strategy,
+            "clip_model": args.clip_model,
+            "cache_dir": args.cache_dir,
+            "episode.max_calls": args.max_calls,
+            "episode.temperature": args.temperature,
+            "episode.seed": args.seed,
+        },
+    )
+    check_policy_spec(cfg.policy)
+    check_strategy(cfg.strategy, cfg.clip_model)
+    _require_file(args.video, "the video to ask about", "--video")
+    traj = run_qa(cfg, args.video, args.question, args.options)
     print(f"video: {args.video} ({traj.total_frames} frames at {traj.fps:g} fps)")
     print(f"question: {args.question}")
     if traj.options:
@@ -186,8 +237,7 @@ def qa_main(argv: list[str] | None = None) -> int:
     print(f"policy: {cfg.policy}   strategy: {cfg.strategy}")
     print_trajectory(traj)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(traj.to_dict(), indent=2, default=str))
+        atomic_write_text(args.json, json.dumps(traj.to_dict(), indent=2, default=str))
         print(f"trajectory written to {args.json}")
     return 0
 
@@ -217,9 +267,11 @@ examples:
   # Video-MME long split, a local Qwen3-VL, agent vs uniform baselines, on 2 Ray GPU workers
   vidlab eval-qa --benchmark videomme --data ~/data/Video-MME --split long --policy hf:Qwen/Qwen3-VL-8B-Instruct \\
       --strategies agent uniform:16 uniform:32 uniform:56 --clip-model ViT-B-16:openai \\
-      --backend ray --num-workers 2 --set num_gpus_per_worker=1 --out runs/videomme-long
+      --backend ray --num-workers 2 num_gpus_per_worker=1 --out runs/videomme-long
   # any lmms-eval-style JSONL, quick look at 20 questions through a vLLM server
   vidlab eval-qa --benchmark jsonl --data questions.jsonl --policy openai:http://127.0.0.1:8000/v1@my-vlm --limit 20 --out runs/q
+  # the authors' evaluation settings for their checkpoints: 640x360 frames, the last tool call of a bad turn runs
+  vidlab eval-qa ... episode.frame_resize=reference episode.on_bad_turn=last_tool_call
   # re-plot several finished runs (e.g. two policies) on one accuracy-vs-frames chart
   vidlab eval-qa --compare runs/qwen25 runs/qwen3 --out runs/compare
 
@@ -229,14 +281,18 @@ benchmarks and the local layout they expect (see understanding/README.md):
   egoschema       DIR/questions.json + DIR/subset_answers.json + DIR/videos/{q_uid}.mp4
   jsonl           one question per line: id, video, question, options, answer, category, duration
 
-Reruns resume: questions already in OUT/<strategy>/results.jsonl are skipped; failed ones are retried.
+A folder is one job: its identity (every setting that changes an answer, the data's content fingerprint, each
+video's fingerprint per question) is kept in OUT/job.json. A rerun with the same identity resumes (finished
+questions are skipped, failed ones retried; more --num-workers or a larger --limit still resume); a rerun with
+other settings or data is refused, naming what differs: pass another --out, or --overwrite to start over.
+A second run into a folder that is in use is refused in one line and touches nothing.
 Outputs: OUT/<strategy>/results.jsonl (one record per question), OUT/summary.json, OUT/summary.md,
-OUT/accuracy_vs_frames.png, OUT/problems.jsonl (records the loader skipped), OUT/config.yaml.
+OUT/accuracy_vs_frames.png, OUT/problems.jsonl (records the loader skipped), OUT/config.yaml, OUT/job.json.
 """
 
 
 def _eval_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="vidlab eval-qa",
         description="Evaluate a policy (and frame-selection baselines) on a long-video QA benchmark.",
         epilog=EVAL_EPILOG,
@@ -249,13 +305,17 @@ def _eval_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--video-dir", help="where the videos are, if not in the release layout under --data")
     p.add_argument(
-        "--policy", help="policy spec: hf:..., hf-tiny:..., openai:URL@MODEL, replay:FILE, const:X"
+        "--policy",
+        help="policy spec: hf:..., hf-tiny:..., openai:URL@MODEL, replay:FILE, const:X, pixel:COLOUR",
     )
     p.add_argument("--strategies", nargs="+", help="agent, uniform:K, clip:K (several = one comparison plot)")
     p.add_argument("--out", help="output folder (default outputs/eval-qa)")
-    p.add_argument("--backend", choices=["local", "ray"], help="local (in-process, default) or ray")
+    p.add_argument(
+        "--overwrite", action="store_true", help="start the job in --out over (deletes its records)"
+    )
+    p.add_argument("--backend", help="local (in-process, default) or ray")
     p.add_argument("--num-workers", type=int, help="Ray workers (each loads the policy once)")
-    p.add_argument("--limit", type=int, help="evaluate only the first N questions")
+    p.add_argument("--limit", type=int, help="evaluate only the first N questions (N >= 1)")
     p.add_argument("--clip-model", help="CLIP model for clip_sample and clip:K, e.g. ViT-B-16:openai")
     p.add_argument("--judge", help="open-ended scoring: rule (default), rule:exact, openai:URL@MODEL")
     p.add_argument(
@@ -273,36 +333,42 @@ def _print_summaries(summaries: dict[str, dict[str, Any]]) -> None:
 
 def eval_qa_main(argv: list[str] | None = None) -> int:
     """``vidlab eval-qa``: load a benchmark copy, evaluate every strategy, write results + summary + plot."""
-    from understanding.evaluate import load_summaries, run_eval, write_report
+    return _run("vidlab eval-qa", _eval_qa, argv)
 
-    args = _eval_parser().parse_args(argv)
-    try:
-        if args.compare:
-            summaries = load_summaries(args.compare)
-            paths = write_report(summaries, args.out or "outputs/eval-qa-compare", "comparison")
-            _print_summaries(summaries)
-            print(f"wrote {paths['table']} and {paths['plot']}")
-            return 0
-        flags = {
+
+def _eval_qa(argv: list[str]) -> int:
+    from understanding.evaluate import compare_runs, run_eval
+
+    args = _parse(_eval_parser(), argv, greedy=("strategies", "compare"))
+    if args.compare:
+        out = args.out or "outputs/eval-qa-compare"
+        summaries, paths = compare_runs(args.compare, out)
+        _print_summaries(summaries)
+        print(f"wrote {paths['table']} and {paths['plot']}")
+        return 0
+    cfg = _resolve(
+        args,
+        {
             "benchmark": args.benchmark,
             "data": args.data,
             "split": args.split,
             "video_dir": args.video_dir,
             "policy": args.policy,
-            "strategies": tuple(args.strategies) if args.strategies else None,
+            "strategies": list(args.strategies) if args.strategies else None,
             "out": args.out,
             "backend": args.backend,
             "num_workers": args.num_workers,
             "limit": args.limit,
             "clip_model": args.clip_model,
             "judge": args.judge,
-        }
-        cfg = _resolve(EvalConfig, args, flags)
-        if not cfg.data:
-            raise ValueError("--data is required: the folder or annotation file of your local benchmark copy")
-        summaries = run_eval(cfg)
-    except _typed_errors() as e:
-        return _fail("eval-qa", e)
+        },
+    )
+    if not cfg.data:
+        raise UsageError("--data is required: the folder or annotation file of your local benchmark copy")
+    from understanding.judge import load_judge
+
+    load_judge(cfg.judge)  # a bad --judge spec is refused before the folder is touched
+    summaries = run_eval(cfg, overwrite=args.overwrite)
     _print_summaries(summaries)
     out = Path(cfg.out)
     n_prob = next(iter(summaries.values()), {}).get("n_load_problems", 0)
@@ -318,17 +384,19 @@ def eval_qa_main(argv: list[str] | None = None) -> int:
 CLASSIFY_EPILOG = """\
 examples:
   vidlab classify --data train.jsonl --policy hf:Qwen/Qwen3-VL-8B-Instruct --clip-model ViT-B-16:openai --out labelled.jsonl
-  vidlab classify --data train.jsonl --policy openai:http://127.0.0.1:8000/v1@qwen --out labelled.jsonl --set classify.k=8
+  vidlab classify --data train.jsonl --policy openai:http://127.0.0.1:8000/v1@qwen --out labelled.jsonl classify.k=8
 
 Rows are JSONL with id, video (or video_path), question, options (absent for open-ended) and answer. Each row is
 answered k times from the 16 initial frames and k times from a richer view (more uniform frames + CLIP frames for
 the question), then labelled direct / adaptive / active / filtered (rule: understanding/README.md). The label goes
-into "classification"; reruns skip rows already in --out; failures go to <out>.errors.jsonl.
+into "classification". The work is a resumable job in OUT.job/ (identity: the classify settings, policy, CLIP
+model, judge and the data's content; a rerun with other settings is refused, naming what differs, unless
+--overwrite); the labelled rows go to OUT and failures to OUT.errors.jsonl (retried on the next run).
 """
 
 
 def _classify_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="vidlab classify",
         description="Label VideoBrain training rows Direct / Adaptive / Active (or filtered) with a policy.",
         epilog=CLASSIFY_EPILOG,
@@ -337,49 +405,64 @@ def _classify_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="input rows (JSONL)")
     p.add_argument("--policy", help="policy spec (as for vidlab qa)")
     p.add_argument("--out", required=True, help="output JSONL with the labels written in")
+    p.add_argument("--overwrite", action="store_true", help="start the job behind --out over")
     p.add_argument("--clip-model", help="CLIP model for the richer view's retrieved frames")
     p.add_argument("--video-root", help="folder that relative video paths in the rows are under")
-    p.add_argument("--k", type=int, help="samples per view (default 4)")
+    p.add_argument("--k", type=int, help="samples per view (= classify.k; default 4)")
     p.add_argument("--judge", help="open-ended scoring: rule (default), rule:exact, openai:URL@MODEL")
     _config_args(p)
     return p
 
 
-def _classify_config(args: argparse.Namespace) -> EvalConfig:
+def classify_main(argv: list[str] | None = None) -> int:
+    """``vidlab classify``: label rows with the documented rule in ``understanding.classify.classify_rows``."""
+    return _run("vidlab classify", _classify, argv)
+
+
+def _classify(argv: list[str]) -> int:
+    from understanding.classify import classify_identity, classify_rows, job_dir_for, summarize
+    from understanding.judge import load_judge
+    from understanding.policies import check_policy_spec
+    from vidlab.config import save_resolved
+    from vidlab.distributed import fingerprint_file, open_job
+
+    args = _parse(_classify_parser(), argv)
     cfg = _resolve(
-        EvalConfig,
         args,
         {
             "policy": args.policy,
             "clip_model": args.clip_model,
             "video_root": args.video_root,
             "judge": args.judge,
+            "classify.k": args.k,
         },
     )
-    if args.k is not None:
-        cfg = dataclasses.replace(cfg, classify=dataclasses.replace(cfg.classify, k=args.k))
-    return cfg
+    # validate every input before anything is written
+    data = _require_file(args.data, "the rows to classify (JSONL)", "--data")
+    rows = _read_rows(data)
+    check_policy_spec(cfg.policy)
+    judge = load_judge(cfg.judge)
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {str(out)!r} is a folder; pass the output JSONL file's path")
+    ident = classify_identity(
+        cfg.classify,
+        cfg.policy,
+        clip_model=cfg.clip_model,
+        judge=cfg.judge,
+        video_root=cfg.video_root,
+        inputs={"data": fingerprint_file(data)},
+    )
+    job_dir = job_dir_for(out)
+    with open_job(job_dir, ident, overwrite=args.overwrite):  # lock + identity before any write
+        from understanding.policies import load_policy
 
-
-def classify_main(argv: list[str] | None = None) -> int:
-    """``vidlab classify``: label rows with the documented rule in ``understanding.classify.classify_rows``."""
-    from understanding.classify import classify_rows, summarize
-    from understanding.judge import load_judge
-    from understanding.policies import load_policy
-    from vidlab.config import save_resolved
-
-    args = _classify_parser().parse_args(argv)
-    try:
-        cfg = _classify_config(args)
-        rows = _read_rows(Path(args.data))
         policy = load_policy(cfg.policy, **cfg.policy_kwargs)
         clip = None
         if cfg.clip_model:
             from vidlab.clip import load_model
 
             clip = load_model(cfg.clip_model)
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
         save_resolved(cfg, out.parent, name=f"{out.stem}.config.yaml")
         errors: list[dict] = []
         labelled = classify_rows(
@@ -388,34 +471,37 @@ def classify_main(argv: list[str] | None = None) -> int:
             config=cfg.classify,
             clip_model=clip,
             index_cache_dir=cfg.cache_dir,
-            judge=load_judge(cfg.judge),
+            judge=judge,
             out_path=out,
             video_root=cfg.video_root,
             errors=errors,
+            identity=ident,
         )
-    except _typed_errors() as e:
-        return _fail("classify", e)
     s = summarize(labelled)
     print(f"labelled {s['rows']} row(s): " + ", ".join(f"{k} {v}" for k, v in sorted(s["labels"].items())))
     if errors:
         print(f"{len(errors)} row(s) failed (see {out}.errors.jsonl); rerun to retry them")
-    print(f"written to {out}")
+    print(f"written to {out} (job: {job_dir})")
     return 0
 
 
+class RowsError(UserError):
+    """A rows file that is not JSONL of objects; names the file and line."""
+
+
 def _read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; a malformed line is a ``ValueError`` naming the line."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    """Rows of a JSONL file; a malformed line is a ``RowsError`` naming the file and line."""
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: line {n} is not valid JSON ({e.msg})") from e
+            raise RowsError(f"{path}:{n}: not valid JSON ({e.msg})") from e
         if not isinstance(row, dict):
-            raise ValueError(f"{path}: line {n} is not a JSON object")
+            raise RowsError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
         rows.append(row)
+    if not rows:
+        raise RowsError(f"{path}: no rows (expected one JSON object per line)")
     return rows

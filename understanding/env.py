@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from understanding import checks as C
 from understanding import protocol as P
 from understanding.agents import (
     MAX_SIZE,
@@ -26,23 +27,40 @@ from understanding.agents import (
 )
 from understanding.messages import Frame, Message, Policy
 
+BAD_TURN = ("end", "last_tool_call")
+
 
 @dataclass
 class EpisodeConfig:
-    """Budgets and behaviour of one episode; defaults are the reference's."""
+    """Budgets and behaviour of one episode; defaults are the reference's (checked on construction).
 
-    num_initial_frames: int = NUM_INITIAL
-    max_calls: int = 5  # after the last allowed call the observation says no more calls
-    max_turns: int = 6  # assistant turns (5 calls + the answer)
-    uniform_frames: int = NUM_UNIFORM
-    clip_frames: int = NUM_CLIP
-    min_uniform_range: int = 8  # a shorter uniform range ends the episode (reference)
-    max_size: tuple[int, int] = MAX_SIZE
-    tools: tuple[str, ...] = P.TOOL_NAMES  # offered when an agent for them is present
+    ``frame_resize``: ``reference`` (default) shows every frame at exactly ``max_size`` (640x360), stretching
+    other aspect ratios and upscaling small videos, as the authors' release does, because their checkpoints
+    were trained on such frames; ``fit`` keeps aspect and only shrinks (``vidlab.video.fit_within``).
+    ``on_bad_turn``: ``end`` (default) ends the episode, invalid, on a turn that breaks the protocol;
+    ``last_tool_call`` executes the turn's last parsable ``<tool_call>`` instead (what the authors' inference
+    loop does), and the trajectory stays invalid, since the reward's format check scores it 0 either way.
+    The default is ``end`` so that training never spends rollouts continuing a trajectory worth nothing;
+    use ``last_tool_call`` to reproduce the authors' evaluation of their checkpoints.
+    """
+
+    num_initial_frames: int = field(default=NUM_INITIAL, metadata=C.rng(1, 1024))
+    max_calls: int = field(default=5, metadata=C.rng(0, 100))  # after the last allowed call: "no more calls"
+    max_turns: int = field(default=6, metadata=C.rng(1, 101))  # assistant turns (5 calls + the answer)
+    uniform_frames: int = field(default=NUM_UNIFORM, metadata=C.rng(1, 1024))
+    clip_frames: int = field(default=NUM_CLIP, metadata=C.rng(1, 1024))
+    min_uniform_range: int = field(default=8, metadata=C.rng(1))  # a shorter uniform range ends the episode
+    max_size: tuple[int, int] = field(default=MAX_SIZE, metadata=C.rng(1, 8192))
+    frame_resize: Literal["reference", "fit"] = "reference"  # exactly max_size | keep aspect, only shrink
+    on_bad_turn: Literal["end", "last_tool_call"] = "end"
+    tools: tuple[Literal["uniform_sample", "clip_sample"], ...] = P.TOOL_NAMES  # offered when an agent exists
     end_on_duplicate: bool = True  # a duplicate call fails the reward's format check anyway
-    temperature: float = 0.0
-    max_new_tokens: int = 1024
-    seed: int | None = None
+    temperature: float = field(default=0.0, metadata=C.rng(0.0, 10.0))
+    max_new_tokens: int = field(default=1024, metadata=C.rng(1))
+    seed: int | None = field(default=None, metadata=C.rng(0))
+
+    def __post_init__(self) -> None:
+        C.validate(self, "episode.")
 
 
 @dataclass
@@ -150,7 +168,7 @@ class Episode:
         self.reader = open_reader(video)
         if P.UNIFORM not in self.agents:
             self.agents[P.UNIFORM] = UniformAgent(
-                self.reader, self.config.uniform_frames, self.config.max_size
+                self.reader, self.config.uniform_frames, self.config.max_size, self.config.frame_resize
             )
         self.tools = tuple(t for t in self.config.tools if t in self.agents)
         self.total_frames = int(self.reader.num_frames)
@@ -168,6 +186,9 @@ class Episode:
         self.done = False
         self.end_reason = ""
         self.invalid_reason: str | None = None
+        self.format_violations: list[
+            str
+        ] = []  # bad turns whose last tool call ran (on_bad_turn=last_tool_call)
 
     # ----------------------------------------------------------------------------------------------- loop
     def reset(self) -> list[Message]:
@@ -194,11 +215,15 @@ class Episode:
         n = len(self.turns)
         parsed = P.parse_assistant_turn(text)
         if parsed.error:
-            return self._end(f"turn {n}: {parsed.error}", invalid=True)
-        if parsed.answer is not None:
+            call = self._last_tool_call(text) if self.config.on_bad_turn == "last_tool_call" else None
+            if call is None:
+                return self._end(f"turn {n}: {parsed.error}", invalid=True)
+            self.format_violations.append(f"turn {n}: {parsed.error} (its last <tool_call> was executed)")
+        elif parsed.answer is not None:
             self.answer = parsed.answer
             return self._end("answered", invalid=False)
-        call = parsed.tool_call
+        else:
+            call = parsed.tool_call
         assert call is not None
         if len(self.calls) >= self.config.max_calls:
             return self._end(
@@ -233,6 +258,15 @@ class Episode:
         self.messages.append(obs)
         return StepResult(obs, False)
 
+    @staticmethod
+    def _last_tool_call(text: str) -> P.ToolCall | None:
+        """The last ``<tool_call>...</tool_call>`` block of a turn, if it is a valid call (else None)."""
+        blocks = P._blocks(text, "tool_call")
+        if not blocks:
+            return None
+        call, err = P.parse_tool_call(blocks[-1])
+        return None if err else call
+
     def execute(self, call: P.ToolCall) -> list[Frame]:
         """Run one validated tool call against its agent (range rules as in the reference)."""
         start, end = call.args["start_frame"], call.args["end_frame"]
@@ -255,6 +289,8 @@ class Episode:
     def trajectory(self) -> Trajectory:
         """The episode so far as a ``Trajectory`` (valid only if it answered and passes the format check)."""
         invalid = self.invalid_reason
+        if invalid is None and self.format_violations:
+            invalid = self.format_violations[0]
         if self.done and invalid is None:
             check = P.check_format("\n".join(self.turns))
             if not check.valid:

@@ -21,11 +21,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from understanding import checks as C
 from understanding.benchmarks import LoadResult, QAItem, duration_bucket, load_benchmark
 from understanding.classify import ClassifyConfig
 from understanding.env import EpisodeConfig, Trajectory
+from vidlab.config import ConfigError
+from vidlab.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +50,17 @@ class EvalConfig:
     data: str = ""
     split: str | None = None
     video_dir: str | None = None
-    limit: int | None = None
+    limit: int | None = field(default=None, metadata=C.rng(1))
     policy: str = "const:A"
     policy_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. max_pixels, dtype, api_key, timeout
     strategies: tuple[str, ...] = (AGENT,)
     strategy: str = AGENT
     out: str = "outputs/eval-qa"
-    backend: str = "local"
-    num_workers: int = 1
-    num_cpus_per_worker: float = 1.0
-    num_gpus_per_worker: float = 0.0
-    max_retries: int = 1
+    backend: Literal["local", "ray"] = "local"
+    num_workers: int = field(default=1, metadata=C.rng(1, 4096))
+    num_cpus_per_worker: float = field(default=1.0, metadata=C.rng(0.0))
+    num_gpus_per_worker: float = field(default=0.0, metadata=C.rng(0.0))
+    max_retries: int = field(default=1, metadata=C.rng(0, 100))
     judge: str = "rule"  # open-ended scoring: rule | rule:exact | openai:URL@MODEL
     clip_model: str | None = None  # e.g. ViT-B-16:openai; None = no clip_sample tool and no clip:K baseline
     clip_sampling: str = "fps=1"
@@ -66,6 +69,96 @@ class EvalConfig:
     video_root: str | None = None
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)
     classify: ClassifyConfig = field(default_factory=ClassifyConfig)
+
+    def __post_init__(self) -> None:
+        C.validate(self)
+        if not self.strategies:
+            raise ConfigError("strategies: expected at least one of agent, uniform:K, clip:K, got []")
+
+
+# Settings that change how fast a job runs or where it writes, never what it answers: left out of a job's
+# identity, so a rerun with more workers, another backend or a larger --limit resumes the same job.
+RUNTIME_KEYS = (
+    "out",
+    "backend",
+    "num_workers",
+    "num_cpus_per_worker",
+    "num_gpus_per_worker",
+    "max_retries",
+    "limit",
+    "strategies",
+    "strategy",
+    "cache_dir",
+    "data",
+    "video_root",
+    "classify",
+)
+# Policy options that are credentials or transport settings (never stored in job.json).
+SECRET_OR_TRANSPORT = ("api_key", "timeout", "max_retries", "backoff")
+
+
+def _answer_settings(cfg: EvalConfig, drop: Sequence[str] = RUNTIME_KEYS) -> dict[str, Any]:
+    d = dataclasses.asdict(cfg)
+    for k in drop:
+        d.pop(k, None)
+    d["policy_kwargs"] = {k: v for k, v in (cfg.policy_kwargs or {}).items() if k not in SECRET_OR_TRANSPORT}
+    return d
+
+
+def policy_inputs(policy: str) -> dict[str, Any]:
+    """Fingerprints of files a policy spec reads (``replay:FILE``); other policies read none we can hash."""
+    from vidlab.distributed import fingerprint_file
+
+    scheme, _, rest = str(policy).partition(":")
+    if scheme == "replay" and rest:
+        return {"policy_file": fingerprint_file(rest)}
+    return {}
+
+
+def data_fingerprint(data: str | Path) -> Any:
+    """Content fingerprint of a benchmark copy: the annotation file, or every annotation file in a folder
+    (``*.json``, ``*.jsonl``, ``*.parquet``, sorted by relative path). Videos are fingerprinted per question."""
+    from vidlab.distributed import fingerprint_file
+
+    p = Path(data)
+    if p.is_file():
+        return fingerprint_file(p)
+    files = sorted(
+        f
+        for ext in ("*.json", "*.jsonl", "*.parquet")
+        for f in p.rglob(ext)
+        if f.is_file() and f.stat().st_size
+    )
+    return {str(f.relative_to(p)): fingerprint_file(f)["sha256"] for f in files[:2000]}
+
+
+def eval_identity(cfg: EvalConfig, command: str = "eval-qa") -> dict[str, Any]:
+    """The identity of an evaluation: every setting that changes an answer or a score, plus the content
+    fingerprint of the data (and of a replay policy's file). Each question's video is fingerprinted into its
+    job item, so a changed video redoes just its questions."""
+    from vidlab.distributed import make_identity
+
+    inputs: dict[str, Any] = {"data": data_fingerprint(cfg.data) if cfg.data else None}
+    inputs.update(policy_inputs(cfg.policy))
+    return make_identity(_answer_settings(cfg), inputs, command=command)
+
+
+def strategy_identity(common: dict[str, Any], strategy: str) -> dict[str, Any]:
+    return {**common, "strategy": strategy_label(strategy)}
+
+
+def video_fingerprint(path: str) -> str | None:
+    """A video's content fingerprint, or None when it cannot be read (the worker then records why)."""
+    from vidlab.clip.identity import file_fingerprint
+
+    try:
+        return file_fingerprint(path)
+    except Exception:  # noqa: BLE001 - a missing/unreadable video becomes that question's error record
+        return None
+
+
+class StrategyError(UserError, ValueError):
+    """A strategy spec that is not agent, uniform:K or clip:K, or one the config cannot run."""
 
 
 def strategy_label(strategy: str) -> str:
@@ -79,9 +172,12 @@ def strategy_label(strategy: str) -> str:
 
 def check_strategy(strategy: str, clip_model: str | None) -> str:
     """Validate a strategy (``agent``, ``uniform:K``, ``clip:K``) against the config; returns its label."""
-    label = strategy_label(strategy)
+    try:
+        label = strategy_label(strategy)
+    except ValueError as e:
+        raise StrategyError(str(e)) from e
     if label.startswith("clip-") and not clip_model:
-        raise ValueError(f"strategy {strategy!r} needs clip_model (e.g. --clip-model ViT-B-16:openai)")
+        raise StrategyError(f"strategy {strategy!r} needs clip_model (e.g. --clip-model ViT-B-16:openai)")
     return label
 
 
@@ -147,7 +243,14 @@ class QAWorker:
         index = FrameIndex.build(
             video_path, model, self.clip_sampling, cache_dir=self.cache_dir, progress=False
         )
-        return ClipAgent(index, model, self.clip_parity, reader=reader, max_size=self.episode.max_size)
+        return ClipAgent(
+            index,
+            model,
+            self.clip_parity,
+            reader=reader,
+            max_size=self.episode.max_size,
+            resize=self.episode.frame_resize,
+        )
 
     def trajectory(
         self, video: Any, question: str, options: Sequence[str] | None = None, video_path: str | None = None
@@ -173,7 +276,9 @@ class QAWorker:
         from understanding.agents import UniformAgent
 
         agents: dict[str, Any] = {
-            P.UNIFORM: UniformAgent(reader, self.episode.uniform_frames, self.episode.max_size)
+            P.UNIFORM: UniformAgent(
+                reader, self.episode.uniform_frames, self.episode.max_size, self.episode.frame_resize
+            )
         }
         if self.clip_spec:
             agents[P.CLIP] = self._clip_agent(str(video_path), reader)
@@ -242,9 +347,13 @@ class QAWorker:
 
 
 # ------------------------------------------------------------------------------------------------- run
-def job_items(items: Sequence[QAItem]) -> list[dict[str, Any]]:
-    """QAItems as executor items (``{"id", "item"}``); repeated ids get ``#2``, ``#3`` suffixes."""
+def job_items(items: Sequence[QAItem], fingerprint_videos: bool = True) -> list[dict[str, Any]]:
+    """QAItems as executor items (``{"id", "item", "video_sha256"}``); repeated ids get ``#2``, ``#3`` suffixes.
+
+    The video's content fingerprint is part of the item, so the executor redoes a question whose video
+    changed (its record's item hash no longer matches)."""
     seen: dict[str, int] = {}
+    prints: dict[str, str | None] = {}
     out = []
     for it in items:
         n = seen.get(it.id, 0) + 1
@@ -252,8 +361,22 @@ def job_items(items: Sequence[QAItem]) -> list[dict[str, Any]]:
         d = it.to_dict()
         if n > 1:
             d["id"] = f"{it.id}#{n}"
-        out.append({"id": d["id"], "item": d})
+        job = {"id": d["id"], "item": d}
+        if fingerprint_videos:
+            if it.video_path not in prints:
+                prints[it.video_path] = video_fingerprint(it.video_path)
+            job["video_sha256"] = prints[it.video_path]
+        out.append(job)
     return out
+
+
+# What a valid per-question record holds; a damaged line (e.g. a string score) is redone, not trusted.
+def _record_check() -> Any:
+    from vidlab.distributed import require_fields
+
+    return require_fields(
+        id=str, score=float, correct=bool, frames_used=int, num_tool_calls=int, valid=bool, status=str
+    )
 
 
 def load_results(out_dir: str | Path) -> list[dict[str, Any]]:
@@ -266,7 +389,7 @@ def load_results(out_dir: str | Path) -> list[dict[str, Any]]:
     from vidlab.distributed.records import read_records
 
     recs = []
-    for rid, rec in read_records(out_dir).items():
+    for rid, rec in read_records(out_dir, check_result=_record_check()).items():
         if rec.get("status") == "ok":
             recs.append({**rec["result"], "id": rid, "status": "ok"})
             continue
@@ -311,12 +434,17 @@ def evaluate_items(
     cache_dir: str | None = None,
     judge: str = "rule",
     policy_kwargs: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate one strategy on ``items`` into ``out_dir``; returns its summary (also written as JSON)."""
+    """Evaluate one strategy on ``items`` into ``out_dir``; returns its summary (also written as JSON).
+
+    ``identity`` (see :func:`eval_identity`) makes the folder refuse a rerun with other settings
+    (``vidlab.distributed.JobIdentityError``) instead of reusing answers they did not produce."""
     from vidlab.distributed import run_job
+    from vidlab.io import atomic_write_json
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     worker_kwargs = {
         "policy": policy,
         "strategy": strategy,
@@ -340,12 +468,15 @@ def evaluate_items(
         max_retries=max_retries,
         worker_kwargs=worker_kwargs,
         desc=f"eval {strategy_label(strategy)}",
+        identity=identity,
+        overwrite=overwrite,
+        check_result=_record_check(),
     )
     wanted = {d["id"] for d in todo}
     records = [r for r in load_results(out) if r["id"] in wanted]
     summary = summarize(records, label=strategy_label(strategy))
     summary["job"] = _job_dict(job)
-    (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2))
+    atomic_write_json(out / SUMMARY_JSON, summary)
     return summary
 
 
@@ -481,8 +612,11 @@ def plot_accuracy_vs_frames(summaries: dict[str, dict[str, Any]], path: str | Pa
     if series:
         ax.legend(fontsize=8)
     fig.tight_layout()
+    from vidlab.io import atomic_path
+
     out = Path(path)
-    fig.savefig(out)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)
     return out
 
@@ -491,11 +625,12 @@ def write_report(
     summaries: dict[str, dict[str, Any]], out_dir: str | Path, title: str = ""
 ) -> dict[str, Path]:
     """``summary.json`` (all strategies), ``summary.md`` (tables) and the accuracy-vs-frames PNG in ``out_dir``."""
+    from vidlab.io import atomic_write_json, atomic_write_text
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / SUMMARY_JSON, "table": out / SUMMARY_MD, "plot": out / PLOT}
-    paths["json"].write_text(json.dumps(summaries, indent=2))
-    paths["table"].write_text((f"# {title}\n\n" if title else "") + summary_table(summaries))
+    atomic_write_json(paths["json"], summaries)
+    atomic_write_text(paths["table"], (f"# {title}\n\n" if title else "") + summary_table(summaries))
     plot_accuracy_vs_frames(summaries, paths["plot"], title)
     return paths
 
@@ -506,7 +641,7 @@ def load_summaries(run_dirs: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
     for d in map(Path, run_dirs):
         f = d / SUMMARY_JSON
         if not f.is_file():
-            raise FileNotFoundError(f"{d}: no {SUMMARY_JSON} (run `vidlab eval-qa ... --out {d}` first)")
+            raise StrategyError(f"{d}: no {SUMMARY_JSON} (run `vidlab eval-qa ... --out {d}` first)")
         data = json.loads(f.read_text())
         if "label" in data and "accuracy" in data:  # one strategy folder
             data = {data["label"]: data}
@@ -515,14 +650,38 @@ def load_summaries(run_dirs: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def compare_runs(
+    run_dirs: Sequence[str | Path], out_dir: str | Path
+) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Put finished runs on one table and plot in ``out_dir`` (a folder of its own: never an eval job's)."""
+    from vidlab.distributed import make_identity, open_job
+
+    summaries = load_summaries(run_dirs)  # every run readable before the output folder is touched
+    ident = make_identity({"runs": [str(Path(d).resolve()) for d in run_dirs]}, command="eval-qa --compare")
+    with open_job(out_dir, ident, overwrite=True):
+        return summaries, write_report(summaries, out_dir, "comparison")
+
+
 def run_eval(
-    cfg: EvalConfig, items: LoadResult | Sequence[QAItem] | None = None, policy: Any = None
+    cfg: EvalConfig,
+    items: LoadResult | Sequence[QAItem] | None = None,
+    policy: Any = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Load the benchmark (unless ``items`` is given), evaluate every strategy, write the comparison report."""
+    """Load the benchmark (unless ``items`` is given), evaluate every strategy, write the comparison report.
+
+    Every input is validated first (strategies, policy spec, benchmark copy); then ``cfg.out`` is taken
+    (its lock, and the identity check: a folder made with other settings or other data is refused with a
+    ``JobIdentityError`` naming what differs), and only then is anything written into it."""
+    from understanding.policies import check_policy_spec
     from vidlab.config import save_resolved
+    from vidlab.distributed import open_job
+    from vidlab.io import atomic_write_text
 
     for strategy in cfg.strategies:  # all of them before the first job starts
         check_strategy(strategy, cfg.clip_model)
+    if policy is None:
+        check_policy_spec(cfg.policy)
     out = Path(cfg.out)
     if items is None:
         loaded = load_benchmark(
@@ -533,37 +692,43 @@ def run_eval(
     else:
         loaded = LoadResult(cfg.benchmark, list(items))
     qa = loaded.items if cfg.limit is None else loaded.items[: cfg.limit]
-    save_resolved(cfg, out)
-    with open(out / "problems.jsonl", "w") as f:
-        for p in loaded.problems:
-            f.write(json.dumps(dataclasses.asdict(p)) + "\n")
+    common = eval_identity(cfg)
+    if policy is not None:
+        common["policy_object"] = getattr(policy, "name", type(policy).__name__)
     summaries: dict[str, dict[str, Any]] = {}
-    for strategy in cfg.strategies:
-        label = strategy_label(strategy)
-        summaries[label] = evaluate_items(
-            qa,
-            policy if policy is not None else cfg.policy,
-            out / label,
-            strategy=strategy,
-            backend=cfg.backend,
-            num_workers=cfg.num_workers,
-            num_cpus_per_worker=cfg.num_cpus_per_worker,
-            num_gpus_per_worker=cfg.num_gpus_per_worker,
-            max_retries=cfg.max_retries,
-            episode=cfg.episode,
-            clip_model=cfg.clip_model,
-            clip_sampling=cfg.clip_sampling,
-            clip_parity=cfg.clip_parity,
-            cache_dir=cfg.cache_dir,
-            judge=cfg.judge,
-            policy_kwargs=cfg.policy_kwargs,
+    with open_job(out, common, overwrite=overwrite):
+        save_resolved(cfg, out)
+        atomic_write_text(
+            out / "problems.jsonl", "".join(json.dumps(dataclasses.asdict(p)) + "\n" for p in loaded.problems)
         )
-    title = (
-        f"{cfg.benchmark}"
-        + (f" ({cfg.split})" if cfg.split else "")
-        + f", policy {cfg.policy if policy is None else getattr(policy, 'name', '?')}"
-    )
-    for s in summaries.values():
-        s["n_load_problems"] = len(loaded.problems)
-    write_report(summaries, out, title)
+        for strategy in cfg.strategies:
+            label = strategy_label(strategy)
+            summaries[label] = evaluate_items(
+                qa,
+                policy if policy is not None else cfg.policy,
+                out / label,
+                strategy=strategy,
+                backend=cfg.backend,
+                num_workers=cfg.num_workers,
+                num_cpus_per_worker=cfg.num_cpus_per_worker,
+                num_gpus_per_worker=cfg.num_gpus_per_worker,
+                max_retries=cfg.max_retries,
+                episode=cfg.episode,
+                clip_model=cfg.clip_model,
+                clip_sampling=cfg.clip_sampling,
+                clip_parity=cfg.clip_parity,
+                cache_dir=cfg.cache_dir,
+                judge=cfg.judge,
+                policy_kwargs=cfg.policy_kwargs,
+                identity=strategy_identity(common, strategy),
+                overwrite=overwrite,
+            )
+        title = (
+            f"{cfg.benchmark}"
+            + (f" ({cfg.split})" if cfg.split else "")
+            + f", policy {cfg.policy if policy is None else getattr(policy, 'name', '?')}"
+        )
+        for s in summaries.values():
+            s["n_load_problems"] = len(loaded.problems)
+        write_report(summaries, out, title)
     return summaries

@@ -18,10 +18,12 @@ import time
 from collections import Counter
 from typing import Protocol, runtime_checkable
 
+from vidlab.errors import UserError
+
 log = logging.getLogger(__name__)
 
 
-class JudgeError(RuntimeError):
+class JudgeError(UserError, RuntimeError):
     """The judge endpoint could not produce a score; names the endpoint and the reason."""
 
     def __init__(self, endpoint: str, reason: str):
@@ -31,6 +33,10 @@ class JudgeError(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.endpoint, self.reason))
+
+
+class JudgeSpecError(UserError, ValueError):
+    """A ``--judge`` spec that is not rule, rule:exact or openai:URL@MODEL."""
 
 
 @runtime_checkable
@@ -149,17 +155,31 @@ class EndpointJudge:
         model: str,
         *,
         api_key: str | None = None,
-        api_key_env: str = "VIDLAB_JUDGE_API_KEY",
         timeout: float = 30.0,
         retries: int = 3,
         backoff: float = 0.5,
         on_failure: str = "zero",
     ):
+        from vidlab.http import API_KEY_ENV, FALLBACK_API_KEY_ENV, Endpoint
+
         if on_failure not in ("zero", "raise"):
             raise ValueError(f"on_failure must be 'zero' or 'raise', got {on_failure!r}")
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        if api_key is None and not (os.environ.get(API_KEY_ENV) or os.environ.get(FALLBACK_API_KEY_ENV)):
+            old = os.environ.get("VIDLAB_JUDGE_API_KEY")
+            if old:
+                import warnings
+
+                warnings.warn(
+                    f"VIDLAB_JUDGE_API_KEY is deprecated: set {API_KEY_ENV} (one key for every endpoint client)",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                api_key = old
+        # transport retries stay off: ``score`` retries itself, malformed replies included
+        self.endpoint = Endpoint.from_env(base_url, api_key, timeout=float(timeout), max_retries=0)
+        self.url = self.endpoint.chat_url
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self.api_key = self.endpoint.api_key
         self.timeout = timeout
         self.retries = max(1, int(retries))
         self.backoff = backoff
@@ -183,13 +203,14 @@ class EndpointJudge:
 
     def _post(self, body: dict) -> str:
         """One request (no transport-level retry: ``score`` retries, malformed replies included)."""
-        from understanding.policies.openai_server import post_json
+        from vidlab.http import post_json
 
-        payload = post_json(self.url, body, api_key=self.api_key, timeout=self.timeout, max_retries=0)
+        ep = self.endpoint
+        payload = post_json(ep.chat_url, body, api_key=ep.api_key, timeout=ep.timeout, max_retries=0)
         return payload["choices"][0]["message"]["content"]
 
     def score(self, question: str, reference: str, answer: str) -> float:
-        from understanding.policies.errors import BadResponseError, EndpointError
+        from vidlab.http import BadResponseError, EndpointError
 
         body = self.request(question, reference, answer)
         reason = "no attempt"
@@ -233,7 +254,7 @@ def load_judge(spec: str | None = None, **kw) -> Judge:
     if spec.startswith("openai:"):
         rest = spec[len("openai:") :]
         if "@" not in rest:
-            raise ValueError(f"judge spec {spec!r}: expected openai:URL@MODEL")
+            raise JudgeSpecError(f"judge spec {spec!r}: expected openai:URL@MODEL")
         url, model = rest.rsplit("@", 1)
         return EndpointJudge(url, model, **kw)
-    raise ValueError(f"unknown judge spec {spec!r}; use 'rule', 'rule:exact' or 'openai:URL@MODEL'")
+    raise JudgeSpecError(f"unknown judge spec {spec!r}; use 'rule', 'rule:exact' or 'openai:URL@MODEL'")

@@ -12,7 +12,7 @@ from understanding.agents import (
     ClipAgent,
     UniformAgent,
     clip_candidate_count,
-    fit_size,
+    frame_size,
     initial_indices,
     linspace_frames,
 )
@@ -67,8 +67,11 @@ def test_initial_view_and_candidate_count():
         ((320, 240), (320, 240)),
     ],
 )
-def test_fit_size_only_downscales_keeping_aspect(size, fit):
-    assert fit_size(*size) == fit
+def test_fit_mode_only_downscales_keeping_aspect(size, fit):
+    from vidlab.video import fit_within
+
+    assert frame_size(*size, resize="fit") == fit == fit_within(*size, (640, 360))
+    assert frame_size(*size) == (640, 360)  # reference: always exactly 640x360
 
 
 def test_uniform_agent_frames_are_exact_and_fit_640x360(video):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -9,6 +10,7 @@ import pytest
 
 from understanding.classify import ClassifyConfig, classify_rows, label_from_accuracy, row_id, summarize
 from understanding.policies.replay import ReplayPolicy
+from vidlab.distributed import JobIdentityError
 
 TOTAL = 300
 QUESTION = "Does a red square appear in the video?"
@@ -109,7 +111,7 @@ def test_classify_labels_rows_from_what_the_policy_sees(videos, tmp_path):
 
     # resumable: a rerun reads finished rows and never calls the policy
     class Boom:
-        name = "boom"
+        name = policy.name  # the same policy identity: the job resumes
 
         def generate(self, *a, **k):
             raise AssertionError("finished rows must not be redone")
@@ -117,9 +119,20 @@ def test_classify_labels_rows_from_what_the_policy_sees(videos, tmp_path):
     again = classify_rows(rows_for(videos), Boom(), config=cfg, out_path=out, progress=False)
     assert [r["classification"] for r in again] == [r["classification"] for r in labelled]
     dropped = classify_rows(
-        rows_for(videos), Boom(), config=ClassifyConfig(drop_filtered=True), out_path=out, progress=False
+        rows_for(videos),
+        Boom(),
+        config=dataclasses.replace(cfg, drop_filtered=True),
+        out_path=out,
+        progress=False,
     )
     assert "filtered" not in {r["classification"] for r in dropped} and len(dropped) == 3
+    # other settings never reuse these labels: refused, naming what differs, and nothing is touched
+    before = out.read_text()
+    with pytest.raises(JobIdentityError, match="k: 2 -> 4"):
+        classify_rows(
+            rows_for(videos), Boom(), config=ClassifyConfig(rich_clip_frames=0), out_path=out, progress=False
+        )
+    assert out.read_text() == before
 
 
 def test_adaptive_from_mixed_samples(videos):
@@ -193,5 +206,5 @@ def test_bad_rows_are_recorded_and_the_run_goes_on(videos, tmp_path):
     assert "multiple-choice question without options" in reasons["noopts"]
     logged = [json.loads(line) for line in (tmp_path / "o.jsonl.errors.jsonl").read_text().splitlines()]
     assert {e["id"] for e in logged} == {"missing", "noopts"}
-    with pytest.raises(ValueError, match="k must be"):
-        classify_rows(rows, RedSquarePolicy(), config=ClassifyConfig(k=0))
+    with pytest.raises(ValueError, match=r"classify\.k: expected an int in \[1, 256\], got 0"):
+        ClassifyConfig(k=0)  # checked on construction, before any row is read

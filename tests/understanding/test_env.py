@@ -52,7 +52,11 @@ def test_direct_answer(video):
     assert t.valid and t.answer == "B" and t.predicted == "B" and t.end_reason == "answered"
     assert t.num_tool_calls == 0 and t.frames_used == ref(0, TOTAL, 16) and t.num_frames_used == 16
     assert [m.role for m in t.messages] == ["system", "user", "assistant"]
-    assert len(t.messages[1].frames) == 16 and t.messages[1].frames[0].image.shape == (240, 320, 3)
+    assert len(t.messages[1].frames) == 16 and t.messages[1].frames[0].image.shape == (
+        360,
+        640,
+        3,
+    )  # reference resize
     assert t.total_frames == TOTAL and t.fps == pytest.approx(FPS)
 
 

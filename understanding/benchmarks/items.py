@@ -14,24 +14,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from vidlab.errors import UserError
+
 QuestionType = Literal["mc", "oe"]
 VIDEO_EXTS = (".mp4", ".MP4", ".mkv", ".webm", ".avi", ".mov")
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(UserError, ValueError):
     """A benchmark copy that cannot be read at all (missing annotation file, unreadable format)."""
 
     def __init__(self, path: str | Path, reason: str):
         self.path, self.reason = str(path), reason
         super().__init__(f"{path}: {reason}")
 
+    def __reduce__(self):  # picklable across Ray workers
+        return (type(self), (self.path, self.reason))
 
-class QAItemError(ValueError):
+
+class QAItemError(UserError, ValueError):
     """One record that is not a usable question; the message names the record and the reason."""
 
     def __init__(self, item_id: str, reason: str):
         self.item_id, self.reason = str(item_id), reason
         super().__init__(f"question {item_id!r}: {reason}")
+
+    def __reduce__(self):  # picklable across Ray workers
+        return (type(self), (self.item_id, self.reason))
 
 
 def letters(n: int) -> list[str]:

@@ -34,9 +34,50 @@ __all__ = [
     "EndpointTimeout",
     "PolicyError",
     "PolicySpecError",
+    "check_policy_spec",
     "load_policy",
     "read_replay_turns",
 ]
+
+
+def check_policy_spec(spec: str, **kw: Any) -> None:
+    """Validate a ``--policy`` spec without loading a model or opening a connection (``PolicySpecError``).
+
+    Checks the scheme, the part after it (a known tiny kind, ``URL@MODEL`` with an http(s) URL, a readable
+    replay file, a colour the pixel policy knows, a local ``hf:`` folder that exists when the name is a path).
+    """
+    if not isinstance(spec, str) or ":" not in spec:
+        raise PolicySpecError(str(spec), f"expected 'scheme:...' with scheme one of {SCHEMES}")
+    scheme, rest = spec.split(":", 1)
+    if scheme not in SCHEMES:
+        raise PolicySpecError(spec, f"unknown scheme {scheme!r}; known: {SCHEMES}")
+    if not rest:
+        raise PolicySpecError(spec, "nothing after the scheme")
+    if scheme == "hf":
+        looks_local = rest.startswith(("/", "./", "../", "~")) or Path(rest).expanduser().exists()
+        if looks_local and not Path(rest).expanduser().is_dir():
+            raise PolicySpecError(spec, f"{rest!r} is not a folder (a local checkpoint must be a folder)")
+    elif scheme == "hf-tiny":
+        from understanding.policies.tiny_qwen import KINDS
+
+        kind, _, seed = rest.partition("@")
+        if kind not in KINDS or (seed and not seed.isdigit()):
+            raise PolicySpecError(spec, f"expected hf-tiny:KIND[@SEED] with KIND one of {KINDS}")
+    elif scheme == "openai":
+        url, at, model = rest.rpartition("@")
+        if not at or not url or not model:
+            raise PolicySpecError(
+                spec, "expected openai:URL@MODEL, e.g. openai:http://127.0.0.1:8000/v1@my-model"
+            )
+        if not url.startswith(("http://", "https://")):
+            raise PolicySpecError(spec, f"the URL must start with http:// or https://, got {url!r}")
+    elif scheme == "replay":
+        read_replay_turns(rest)
+    elif scheme == "pixel":
+        from vidlab.video.synth import COLORS
+
+        if rest not in COLORS:
+            raise PolicySpecError(spec, f"colour must be one of {sorted(COLORS)}, got {rest!r}")
 
 
 def read_replay_turns(path: str | Path) -> list[Any]:
@@ -77,6 +118,7 @@ def load_policy(spec: str, **kw: Any) -> Policy:
     scheme, rest = spec.split(":", 1)
     if not rest:
         raise PolicySpecError(spec, "nothing after the scheme")
+    check_policy_spec(spec)
     if scheme == "hf":
         from understanding.policies.hf import HFPolicy
 

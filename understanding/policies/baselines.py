@@ -130,5 +130,5 @@ def run_baseline(
     else:
         reader = _open(video)
         indices = uniform_indices(int(reader.num_frames), bs.k)
-    frames = decode_frames(reader, indices, cfg.max_size)
+    frames = decode_frames(reader, indices, cfg.max_size, cfg.frame_resize)
     return answer_once(policy, reader, frames, question, options, cfg, end_reason=f"answered ({bs.label})")

@@ -1,10 +1,26 @@
-"""Typed errors for policies: a bad spec, an unreachable or misbehaving endpoint, a model that cannot load."""
+"""Typed errors for policies: a bad spec, an unreachable or misbehaving endpoint, a model that cannot load.
+
+Endpoint errors are the project's one HTTP client's (:mod:`vidlab.http`), re-exported here; all of these
+are :class:`vidlab.errors.UserError`, so a command reports them in one line.
+"""
 
 from __future__ import annotations
 
+from vidlab.errors import UserError
+from vidlab.http import BadResponseError, EndpointConfigError, EndpointError, EndpointTimeout
 
-class PolicyError(RuntimeError):
-    """Base class: a policy could not produce an assistant turn."""
+__all__ = [
+    "BadResponseError",
+    "EndpointConfigError",
+    "EndpointError",
+    "EndpointTimeout",
+    "PolicyError",
+    "PolicySpecError",
+]
+
+
+class PolicyError(UserError, RuntimeError):
+    """Base class: a policy could not be built or could not produce an assistant turn."""
 
 
 class PolicySpecError(PolicyError, ValueError):
@@ -14,19 +30,5 @@ class PolicySpecError(PolicyError, ValueError):
         self.spec, self.reason = spec, reason
         super().__init__(f"bad policy spec {spec!r}: {reason}")
 
-
-class EndpointError(PolicyError):
-    """An OpenAI-compatible server answered with an error status (after retries where retrying helps)."""
-
-    def __init__(self, url: str, reason: str, status: int | None = None, body: str = ""):
-        self.url, self.reason, self.status, self.body = url, reason, status, body
-        where = f"HTTP {status}" if status is not None else "no response"
-        super().__init__(f"{url}: {where}: {reason}" + (f" (body: {body[:300]})" if body else ""))
-
-
-class EndpointTimeout(EndpointError):
-    """The server did not answer within the timeout on any attempt."""
-
-
-class BadResponseError(EndpointError):
-    """The server answered 200 but not with a chat-completion shaped JSON body."""
+    def __reduce__(self):  # picklable across Ray workers
+        return (type(self), (self.spec, self.reason))

@@ -1,26 +1,30 @@
 """A policy served by an OpenAI-compatible chat-completions endpoint (vLLM, SGLang, LMDeploy, OpenAI).
 
 Frames are sent as base64 data URLs (``image_url`` parts) in the order they appear in each message, so
-the ``frame {idx}: `` text the protocol puts before every frame stays interleaved with it. Uses only the
-standard library (``urllib``), retries connection errors, timeouts, 429 and 5xx with exponential backoff,
-and raises typed errors (``EndpointError``, ``EndpointTimeout``, ``BadResponseError``) naming the URL.
+the ``frame {idx}: `` text the protocol puts before every frame stays interleaved with it. The transport is
+the project's one client, :mod:`vidlab.http` (httpx with retries of connection errors, timeouts, 429 and
+5xx, typed errors naming the URL). The key is the ``api_key`` argument, else ``VIDLAB_OPENAI_API_KEY``
+(fallback ``OPENAI_API_KEY``), as for every other client in the project.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
 from understanding.messages import Frame, Message
-from understanding.policies.errors import BadResponseError, EndpointError, EndpointTimeout
 from understanding.policies.images import to_data_url
+from vidlab.http import RETRY_STATUS, BadResponseError, Endpoint, EndpointError, EndpointTimeout, post_json
 
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+__all__ = [
+    "RETRY_STATUS",
+    "BadResponseError",
+    "EndpointError",
+    "EndpointTimeout",
+    "OpenAIPolicy",
+    "post_json",
+]
 
 
 @dataclass
@@ -45,16 +49,19 @@ class OpenAIPolicy:
     name: str = ""
 
     def __post_init__(self) -> None:
-        self.base_url = self.base_url.rstrip("/")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
-        if self.api_key is None:
-            self.api_key = os.environ.get("OPENAI_API_KEY")
+        self.endpoint = Endpoint.from_env(
+            self.base_url,
+            self.api_key,
+            timeout=float(self.timeout),
+            max_retries=int(self.max_retries),
+            backoff=float(self.backoff),
+        )  # EndpointConfigError (one line) for a URL that is not http(s)
+        self.base_url, self.api_key = self.endpoint.base_url, self.endpoint.api_key
         self.name = self.name or f"openai:{self.model}"
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return self.endpoint.chat_url
 
     def to_openai_messages(self, messages: list[Message]) -> list[dict[str, Any]]:
         """Our messages as OpenAI chat messages; text-only turns stay plain strings."""
@@ -123,68 +130,15 @@ class OpenAIPolicy:
             ) from e
 
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        ep = self.endpoint
         return post_json(
-            self.url,
+            ep.chat_url,
             payload,
-            api_key=self.api_key,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            backoff=self.backoff,
+            api_key=ep.api_key,
+            timeout=ep.timeout,
+            max_retries=ep.max_retries,
+            backoff=ep.backoff,
         )
-
-
-def post_json(
-    url: str,
-    payload: dict[str, Any],
-    *,
-    api_key: str | None = None,
-    timeout: float = 120.0,
-    max_retries: int = 3,
-    backoff: float = 0.5,
-) -> dict[str, Any]:
-    """POST ``payload`` to an OpenAI-compatible ``url``; the decoded JSON body.
-
-    Connection errors, timeouts and ``RETRY_STATUS`` answers are retried ``max_retries`` times with
-    exponential backoff; other error statuses raise at once. Errors are typed: ``EndpointError`` (with the
-    status), ``EndpointTimeout``, ``BadResponseError`` (a 200 whose body is not JSON).
-    """
-    data = json.dumps(payload).encode()
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    last: EndpointError | None = None
-    for attempt in range(max_retries + 1):
-        if attempt:
-            time.sleep(backoff * 2 ** (attempt - 1))
-        req = urllib.request.Request(url, data=data, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            body = e.read().decode("utf-8", "replace")
-            last = EndpointError(url, e.reason or "error status", e.code, body)
-            if e.code in RETRY_STATUS:
-                continue
-            raise last from e
-        except TimeoutError:
-            last = EndpointTimeout(url, f"no answer within {timeout:g}s")
-            continue
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, TimeoutError):
-                last = EndpointTimeout(url, f"no answer within {timeout:g}s")
-            else:
-                last = EndpointError(url, f"cannot connect: {e.reason}")
-            continue
-        except (ConnectionError, OSError) as e:
-            last = EndpointError(url, f"connection failed: {e}")
-            continue
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise BadResponseError(url, "body is not JSON", 200, raw[:300].decode("utf-8", "replace")) from e
-    assert last is not None
-    last.args = (f"{last.args[0]} [after {max_retries + 1} attempts]",)
-    raise last
 
 
 def _reclose(text: str) -> str:
