@@ -37,8 +37,11 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="{generate,score,report,export,metrics}")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="{plan,generate,score,report,export,metrics}"
+    )
     helps = {
+        "plan": "only the planning stage: write every prompt's layout (reusing the LLM planner's cache)",
         "generate": "plan layouts, then generate every prompt x seed x method (resumable)",
         "score": "run the configured metrics over the generated videos (resumable); ingest official CSVs",
         "report": "per-category tables (md + csv) with deltas, bootstrap CIs, time overhead, bar chart",
@@ -87,6 +90,16 @@ def compbench_main(argv: list[str] | None = None) -> int:
             print(f"{name:22s} {getattr(cls, 'description', '')}")
         return 0
     cfg = _config(args)
+    if args.command == "plan":
+        from generation.compbench.jobs import plan_run
+
+        res = plan_run(cfg)
+        print(
+            f"layouts: {res.planned} planned, {res.reused} reused, {len(res.failed)} failed (in {cfg.out}/layouts)"
+        )
+        for pid, err in list(res.failed.items())[:5]:
+            print(f"  {pid}: {err[:160]}")
+        return 0 if not res.failed else 1
     if args.command == "generate":
         from generation.compbench.jobs import generate_run
 

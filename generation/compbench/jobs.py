@@ -149,6 +149,18 @@ def generate_run(
     }
 
 
+def plan_run(cfg: CompbenchConfig) -> Any:
+    """The planning stage alone, under the job's lock and identity (``vidlab compbench plan``)."""
+    from vidlab.distributed import open_job
+
+    cfg.check()
+    suite, prompts = select_prompts(cfg)
+    with open_job(Path(cfg.out) / GEN_DIR, identity(cfg, suite)):
+        return plan_all(
+            prompts, cfg.out, cfg.planner, threads=cfg.run.plan_threads, progress=cfg.run.progress
+        )
+
+
 def manifest_rows(cfg: CompbenchConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per item from the job records (latest wins; ``pending`` if it never ran)."""
     from vidlab.distributed import read_records

@@ -39,3 +39,23 @@ class HangOnceWorker(CompbenchWorker):
             os.replace(tmp, self.marker)
             time.sleep(120)  # killed before this returns
         return super().process(item)
+
+
+class FailUntilFixedWorker(CompbenchWorker):
+    """Like CompbenchWorker, but items in ``fail_ids`` raise until the file ``fix_file`` exists."""
+
+    def __init__(
+        self,
+        generate: dict[str, Any],
+        out: str,
+        measure_layout: bool = False,
+        fail_ids: tuple[str, ...] = (),
+        fix_file: str = "",
+    ) -> None:
+        super().__init__(generate, out, measure_layout)
+        self.fail_ids, self.fix_file = set(fail_ids), fix_file
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        if item["id"] in self.fail_ids and not (self.fix_file and Path(self.fix_file).exists()):
+            raise RuntimeError(f"injected failure for {item['id']}")
+        return super().process(item)

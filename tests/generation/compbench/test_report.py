@@ -1,0 +1,98 @@
+"""Report maths on hand-made score files: means, paired deltas, bootstrap CIs, controls, time overhead, files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from generation.compbench.config import CompbenchConfig
+from generation.compbench.report import ReportError, bootstrap_ci, build_report
+
+
+def _write(out, methods, seeds=(0,)):
+    rng = np.random.default_rng(1)
+    manifest, scores = [], []
+    effect = {"baseline": 0.0, "sci": 0.1, "lam": 0.0, "both": 0.2}
+    seconds = {"baseline": 10.0, "sci": 10.5, "lam": 11.0, "both": 11.5}
+    for cat in ("spatial_relationship", "numeracy"):
+        for i in range(1, 9):
+            base = rng.uniform(0.2, 0.6)
+            for s in seeds:
+                for m in methods:
+                    pid = f"{cat}-{i:04d}"
+                    rid = f"{pid}|s{s}|{m}"
+                    manifest.append(
+                        {
+                            "id": rid,
+                            "prompt_id": pid,
+                            "category": cat,
+                            "index": i,
+                            "method": m,
+                            "seed": s,
+                            "status": "ok",
+                            "seconds": seconds[m] + 0.01 * i,
+                            "peak_rss_mb": 900.0,
+                        }
+                    )
+                    scores.append(
+                        {
+                            "id": rid,
+                            "prompt_id": pid,
+                            "category": cat,
+                            "index": i,
+                            "method": m,
+                            "seed": s,
+                            "score": base + effect[m] + 0.01 * s,
+                            "control_mismatched": base,
+                        }
+                    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in manifest))
+    (out / "scores").mkdir()
+    (out / "scores" / "clip_alignment.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
+
+
+def test_bootstrap_ci_brackets_the_mean_and_narrows_with_n():
+    vals = {f"p{i}": float(v) for i, v in enumerate(np.random.default_rng(0).normal(1.0, 1.0, 200))}
+    lo, hi = bootstrap_ci(vals, 2000, 0.95, 0)
+    m = np.mean(list(vals.values()))
+    assert lo < m < hi and hi - lo == pytest.approx(2 * 1.96 / np.sqrt(200), rel=0.25)
+    few = dict(list(vals.items())[:20])
+    lo2, hi2 = bootstrap_ci(few, 2000, 0.95, 0)
+    assert hi2 - lo2 > hi - lo
+    assert bootstrap_ci({"a": 1.0}, 100, 0.95, 0) == (None, None)
+
+
+def test_report_deltas_controls_and_time(tmp_path):
+    out = tmp_path / "run"
+    methods = ["baseline", "sci", "lam", "both"]
+    _write(out, methods, seeds=(0, 1))
+    cfg = CompbenchConfig(out=str(out), methods=methods, seeds=[0, 1])
+    res = build_report(cfg)
+    rows = list(__import__("csv").DictReader(open(res["csv"])))
+    get = {(r["metric"], r["category"], r["method"]): r for r in rows}
+    both = get[("clip_alignment", "all", "both")]
+    assert float(both["delta"]) == pytest.approx(0.2) and float(both["ci_low"]) == pytest.approx(0.2)
+    assert float(get[("clip_alignment", "numeracy", "sci")]["delta"]) == pytest.approx(0.1)
+    assert float(get[("clip_alignment", "all", "lam")]["delta"]) == pytest.approx(0.0, abs=1e-12)
+    # the control (alignment to a mismatched prompt) does not move with the method
+    assert float(get[("clip_alignment:mismatched", "all", "both")]["delta"]) == pytest.approx(0.0, abs=1e-12)
+    # seed-noise floor: baseline seed 1 vs seed 0 differs by the 0.01 written above
+    assert float(get[("clip_alignment", "all", "baseline@seed1")]["delta"]) == pytest.approx(0.01)
+    times = {r["method"]: r for r in __import__("csv").DictReader(open(out / "report" / "time.csv"))}
+    assert float(times["both"]["overhead"]) == pytest.approx(1.5 / (10.0 + 0.045), rel=1e-3)
+    md = (out / "report" / "report.md").read_text()
+    assert "## clip_alignment" in md and "| both |" in md and "+0.2000" in md
+    png = out / "report" / "report.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in (out / "report").iterdir() if p.name.startswith(".")]  # no temporaries left
+
+
+def test_report_without_scores_is_one_clear_error(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "manifest.jsonl").write_text("")
+    with pytest.raises(ReportError, match="run `vidlab compbench score`"):
+        build_report(CompbenchConfig(out=str(out)))
