@@ -1,52 +1,106 @@
-"""Captured cross-attention maps: per subject, per denoising step, per latent frame; metrics and PNG grids.
+"""Captured cross-attention maps: per subject, per denoising step and block, per latent frame; PNG grids.
 
-The processor hands over the head-averaged attention mass of each subject's tokens (after any LAM bias) on
-the cond pass; maps are averaged over the captured blocks and the batch. ``inside_share`` measures how much of
-a subject's attention mass falls inside its layout box, the attention-level effect LAM is meant to have.
+The processor hands over the head-averaged attention mass of each subject's tokens on the cond pass, for one
+block at a time, and says whether LAM biased that call. ``map(step)`` averages the blocks of a step;
+``entries()`` keeps them apart with their ``biased`` flag, so a measure can use only attention LAM did not
+write (``generation.attention_measure.layout_faithfulness``). ``inside_share`` over biased steps is the
+circular figure (the share of the very probabilities LAM biased); it is kept for reference only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from vidlab.io import atomic_open
+
+
+@dataclass
+class MapEntry:
+    """One captured attention call: which step, block and expert, whether LAM biased it, the maps (G, T, H', W')."""
+
+    step: int
+    block: int
+    transformer: str
+    biased: bool
+    maps: np.ndarray
+
 
 class AttentionMapStore:
-    """Accumulates subject maps (G groups) on a (T, H', W') latent token grid, keyed by step."""
+    """Accumulates subject maps (G groups) on a (T, H', W') latent token grid, keyed by step and block."""
 
-    def __init__(self, names: Sequence[str], grid: tuple[int, int, int], masks: np.ndarray | None = None):
+    def __init__(
+        self,
+        names: Sequence[str],
+        grid: tuple[int, int, int],
+        masks: np.ndarray | None = None,
+        placebo_masks: np.ndarray | None = None,
+    ):
         self.names = list(names)
         self.grid = tuple(int(x) for x in grid)
-        self.masks = (
-            None if masks is None else np.asarray(masks, dtype=bool).reshape(len(self.names), *self.grid)
+        shape = (len(self.names), *self.grid)
+        self.masks = None if masks is None else np.asarray(masks, dtype=bool).reshape(shape)
+        # the same groups' masks for a placebo layout (boxes that contradict the prompt), for controls
+        self.placebo_masks = (
+            None if placebo_masks is None else np.asarray(placebo_masks, dtype=bool).reshape(shape)
         )
-        self._sum: dict[int, torch.Tensor] = {}
-        self._count: dict[int, int] = {}
+        self._sum: dict[tuple[int, int, str], torch.Tensor] = {}
+        self._count: dict[tuple[int, int, str], int] = {}
+        self._biased: dict[tuple[int, int, str], bool] = {}
 
-    def add(self, step: int, maps: torch.Tensor) -> None:
-        """Add one block's maps (B, G, S) for ``step``."""
+    def add(
+        self, step: int, maps: torch.Tensor, block: int = 0, biased: bool = False, transformer: str = ""
+    ) -> None:
+        """Add one block's maps (B, G, S) for ``step``; ``biased`` says whether LAM modulated that call."""
         m = maps.detach().float().mean(0).cpu()
         if m.shape != (len(self.names), int(np.prod(self.grid))):
             raise ValueError(
                 f"map shape {tuple(m.shape)} does not fit {len(self.names)} subjects on {self.grid}"
             )
-        self._sum[step] = self._sum.get(step, torch.zeros_like(m)) + m
-        self._count[step] = self._count.get(step, 0) + 1
+        key = (int(step), int(block), str(transformer))
+        self._sum[key] = self._sum.get(key, torch.zeros_like(m)) + m
+        self._count[key] = self._count.get(key, 0) + 1
+        self._biased[key] = self._biased.get(key, False) or bool(biased)
 
     @property
     def steps(self) -> list[int]:
         """Steps with captured maps, ascending."""
-        return sorted(self._sum)
+        return sorted({k[0] for k in self._sum})
+
+    @property
+    def biased_steps(self) -> list[int]:
+        """Steps where at least one captured block was biased by LAM."""
+        return sorted({k[0] for k, b in self._biased.items() if b})
+
+    def step_biased(self, step: int) -> bool:
+        """Whether LAM biased any captured block at ``step``."""
+        return step in self.biased_steps
+
+    def entries(self) -> list[MapEntry]:
+        """Every captured (step, block, expert) map with its ``biased`` flag, in step then block order."""
+        out = []
+        for key in sorted(self._sum):
+            m = (self._sum[key] / self._count[key]).numpy().reshape(len(self.names), *self.grid)
+            out.append(MapEntry(key[0], key[1], key[2], self._biased[key], m))
+        return out
 
     def map(self, step: int) -> np.ndarray:
         """Block-averaged maps at ``step``: (G, T, H', W') float32."""
-        return (self._sum[step] / self._count[step]).numpy().reshape(len(self.names), *self.grid)
+        keys = [k for k in self._sum if k[0] == step]
+        if not keys:
+            raise KeyError(f"no maps captured at step {step}; captured steps: {self.steps}")
+        total = sum((self._sum[k] / self._count[k] for k in keys), torch.zeros_like(self._sum[keys[0]]))
+        return (total / len(keys)).numpy().reshape(len(self.names), *self.grid)
 
     def inside_share(self, masks: np.ndarray | None = None) -> dict[int, list[float]]:
-        """Per step, each subject's share of attention mass inside its mask (G, T, H', W')."""
+        """Per step, each subject's share of attention mass inside its mask (G, T, H', W').
+
+        Circular on biased steps (it reads the probabilities LAM biased); see ``layout_faithfulness``.
+        """
         masks = self.masks if masks is None else np.asarray(masks, dtype=bool)
         if masks is None:
             raise ValueError("inside_share needs layout masks")
@@ -96,11 +150,13 @@ class AttentionMapStore:
                     if r == 0:
                         ax.set_title(f"latent frame {f}", fontsize=7)
                     if f == 0:
-                        ax.set_ylabel(f"step {step}", fontsize=7)
-            fig.suptitle(f"cross-attention of {name!r} (box outlined)", fontsize=9)
+                        tag = " (LAM)" if self.step_biased(step) else ""
+                        ax.set_ylabel(f"step {step}{tag}", fontsize=7)
+            fig.suptitle(f"cross-attention of {name!r} (box outlined; (LAM) = biased step)", fontsize=9)
             safe = "".join(c if c.isalnum() else "_" for c in name).strip("_") or f"subject{g}"
             path = out / f"{prefix}_{g:02d}_{safe}.png"
-            fig.savefig(path, dpi=80)
+            with atomic_open(path, "wb") as fh:
+                fig.savefig(fh, dpi=80, format="png")
             plt.close(fig)
             paths.append(path)
         return paths

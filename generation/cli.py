@@ -1,24 +1,42 @@
 """``vidlab generate``: text-to-video with Comp-Attn on a Wan pipeline (tiny offline, hub id or local dir).
 
 Writes ``video.mp4``, ``layout.json`` + layout PNGs, attention-map PNGs (``--attention-maps``),
-``result.json`` (subjects, tokens, SCI and LAM logs, attention-in-box shares) and the resolved
-``config.yaml`` into ``--out``.
+``result.json`` (subjects, tokens, SCI and LAM logs, the non-circular layout-faithfulness measure) and the
+resolved ``config.yaml`` into ``--out``.
+
+Everything a user can get wrong is checked before the pipeline loads and before anything is written to
+``--out``: the config (types, ranges, 4k+1 frames, multiples of 16), the model name, the output folder, the
+prompt, the layout and the subjects. Each mistake is a typed ``UserError``: one line, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import difflib
+import os
+import re
+import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from generation.comp_attn import CompAttnConfig
+from generation.errors import ModelNotFoundError, OutputDirError
 
 TINY_MODELS = {"tiny": "wan2.1", "tiny-wan2.2": "wan2.2"}
 DTYPES = ("float32", "bfloat16", "float16")
 OFFLOAD = ("none", "model", "sequential")
+DEFAULT_PRESET = "tiny"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+DType = Literal["float32", "bfloat16", "float16"]
+
+
+def _range(lo: float | None, hi: float | None) -> dict[str, Any]:
+    return {"range": (lo, hi)}
 
 
 @dataclass
@@ -26,23 +44,37 @@ class GenerateConfig:
     """Everything ``vidlab generate`` uses: model and sampling settings plus ``comp_attn``."""
 
     model: str = "tiny"  # tiny | tiny-wan2.2 | hub id (Wan-AI/...-Diffusers) | local pipeline dir
-    height: int = 64
-    width: int = 64
-    frames: int = 17  # 4k+1
-    steps: int = 4
-    guidance: float = 5.0
-    guidance_2: float | None = None  # Wan2.2 low-noise expert's guidance (None = same as guidance)
-    seed: int = 0
-    fps: int = 8
+    height: int = field(default=64, metadata=_range(16, None))  # multiple of 16
+    width: int = field(default=64, metadata=_range(16, None))  # multiple of 16
+    frames: int = field(default=17, metadata=_range(1, None))  # 4k+1
+    steps: int = field(default=4, metadata=_range(1, None))
+    guidance: float = field(default=5.0, metadata=_range(0.0, None))
+    # Wan2.2 low-noise expert's guidance (None = same as guidance)
+    guidance_2: float | None = field(default=None, metadata=_range(0.0, None))
+    seed: int = field(default=0, metadata=_range(0, None))
+    fps: int = field(default=8, metadata=_range(1, None))
+    num_videos: int = field(default=1, metadata=_range(1, None))  # videos of the prompt (different noise)
     negative_prompt: str | None = None
-    flow_shift: float | None = None  # None keeps the checkpoint's scheduler shift
-    dtype: str = "float32"  # transformer + text encoder dtype
-    vae_dtype: str = "float32"
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    cpu_offload: str = "none"  # none | model | sequential
+    flow_shift: float | None = field(default=None, metadata=_range(0.0, None))  # None keeps the checkpoint's
+    dtype: DType = "float32"  # transformer + text encoder dtype
+    vae_dtype: DType = "float32"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    cpu_offload: Literal["none", "model", "sequential"] = "none"
     attention_backend: str | None = None  # native | flex | xformers | ... (None = diffusers' default)
-    planner: str = "rule"  # rule | llm (when no --layout is given)
+    planner: Literal["rule", "llm"] = "rule"  # when no --layout is given
     comp_attn: CompAttnConfig = field(default_factory=CompAttnConfig)
+
+    def __post_init__(self) -> None:
+        from vidlab.config import ConfigError
+
+        if (self.frames - 1) % 4:
+            raise ConfigError(f"frames: expected 4k+1 (e.g. 9, 17, 33, 81), got {self.frames}")
+        for name in ("height", "width"):
+            v = getattr(self, name)
+            if v % 16:
+                raise ConfigError(f"{name}: expected a multiple of 16 (VAE 8 x patch 2), got {v}")
+        if not _DEVICE.match(self.device):
+            raise ConfigError(f"device: expected auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
 
 
 def _dtype(name: str):
@@ -53,12 +85,56 @@ def _dtype(name: str):
     return getattr(torch, name)
 
 
+def check_model(name: str) -> str:
+    """``name`` if it can name a Wan pipeline (built-in tiny, a diffusers folder, a hub id), else a one-line
+    ``ModelNotFoundError``. Loads nothing: a hub id is only checked for its ``owner/name`` form here."""
+    if name in TINY_MODELS:
+        return name
+    local = Path(name).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise ModelNotFoundError(
+                f"model {name!r} is a file; a local model must be a diffusers pipeline folder"
+            )
+        if not (local / "model_index.json").is_file():
+            raise ModelNotFoundError(
+                f"model folder {local} has no model_index.json (not a diffusers pipeline folder; "
+                "save one with pipe.save_pretrained(dir))"
+            )
+        return name
+    if _HUB_ID.match(name) and not name.startswith((".", "~")):
+        return name
+    close = difflib.get_close_matches(name, list(TINY_MODELS), n=2)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise ModelNotFoundError(
+        f"unknown model {name!r}: not a built-in tiny model ({', '.join(TINY_MODELS)}), not an existing "
+        f"pipeline folder, and not a hub id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers{hint}"
+    )
+
+
+def check_out_dir(out: str | os.PathLike) -> Path:
+    """``--out`` as a Path if it is (or can be created as) a writable folder; writes nothing."""
+    path = Path(out).expanduser()
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise OutputDirError(f"--out {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise OutputDirError(f"--out {path}: the folder is not writable")
+        return path
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputDirError(f"--out {path}: cannot create it, {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputDirError(f"--out {path}: cannot create it, {parent} is not writable")
+    return path
+
+
 def load_pipeline(cfg: GenerateConfig) -> Any:
     """Build or load the Wan pipeline the config names, on its device, with offload/backend/shift applied."""
     import torch
 
-    if cfg.cpu_offload not in OFFLOAD:
-        raise ValueError(f"cpu_offload {cfg.cpu_offload!r} is not one of {OFFLOAD}")
     dtype = _dtype(cfg.dtype)
     if cfg.model in TINY_MODELS:
         from generation.tiny import build_tiny_pipeline
@@ -67,20 +143,17 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
     else:
         from diffusers import AutoencoderKLWan, WanPipeline
 
-        src = cfg.model
-        local = Path(src).expanduser()
-        if local.exists() and not (local / "model_index.json").is_file():
-            raise FileNotFoundError(
-                f"model dir {local} has no model_index.json (not a diffusers pipeline folder)"
-            )
-        src = str(local) if local.exists() else src
+        check_model(cfg.model)
+        local = Path(cfg.model).expanduser()
+        src = str(local) if local.exists() else cfg.model
         try:
             vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", torch_dtype=_dtype(cfg.vae_dtype))
             pipe = WanPipeline.from_pretrained(src, vae=vae, torch_dtype=dtype)
-        except OSError as exc:
-            raise FileNotFoundError(
-                f"could not load Wan pipeline {cfg.model!r} (a hub id needs network or a cached copy; "
-                f"a local dir needs a diffusers layout): {exc}"
+        except (OSError, ValueError) as exc:  # hub: not found / offline; folder: missing or broken files
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelNotFoundError(
+                f"could not load Wan pipeline {cfg.model!r} (a hub id needs the network or a cached copy; "
+                f"a folder needs a diffusers layout): {first}"
             ) from exc
     if cfg.flow_shift is not None:
         sc = pipe.scheduler.config
@@ -105,12 +178,15 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from vidlab.config import add_config_args
+
     p = argparse.ArgumentParser(
         prog="vidlab generate",
         description="Text-to-video with Comp-Attn (SCI + LAM) on a Wan pipeline. Writes video.mp4, layout.json, "
-        "layout and attention PNGs, result.json and the resolved config.yaml into --out.",
+        "layout and attention PNGs, result.json and the resolved config.yaml into --out. The prompt, layout, "
+        "subjects, model name, settings and --out are all checked before the model loads.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="""examples:
+        epilog=f"""examples:
   # offline, seconds on a CPU: the tiny random Wan pipeline, rule-planned layout
   vidlab generate "a red cat on the left of a blue dog" --out outputs/gen --attention-maps
   # a user layout, Comp-Attn off (plain diffusers output, same seed)
@@ -118,16 +194,20 @@ def _parser() -> argparse.ArgumentParser:
   # a real checkpoint (needs the weights and a GPU), preset defaults + overrides
   vidlab generate "two dogs chasing a ball" --preset wan2.1-t2v-1.3b --out outputs/wan \\
       lam.step_fraction=0.25 sci.strength=0.8 cpu_offload=model
-  # Wan2.2 two-expert form of the tiny model
-  vidlab generate "a bird above a boat" --model tiny-wan2.2 --out outputs/w22
+  # Wan2.2's two experts: LAM also on the first 20% of the low-noise expert's own steps
+  vidlab generate "a bird above a boat" --model tiny-wan2.2 --out outputs/w22 lam.step_fraction_2=0.2
 
-key=value overrides address GenerateConfig fields (model, height, width, frames, steps, guidance, seed, fps,
-dtype, cpu_offload, attention_backend, flow_shift, ...) and comp_attn.* (e.g. comp_attn.lam.alpha_max=1.5);
-lam.* and sci.* are shorthands for comp_attn.lam.* and comp_attn.sci.*.""",
+settings: --preset NAME|PATH (default {DEFAULT_PRESET}) <- key=value words (or --set key=value) <- the flags
+above. Keys are GenerateConfig fields (model, height, width, frames, steps, guidance, guidance_2, seed,
+fps, num_videos, negative_prompt, dtype, cpu_offload, attention_backend, flow_shift, planner, ...) and
+comp_attn.* (e.g. comp_attn.lam.alpha_max=1.5); lam.* and sci.* are shorthands for comp_attn.lam.* and
+comp_attn.sci.*. Values are checked at once: steps=two or steps=0 or frames=10 is a one-line error.""",
     )
     p.add_argument("prompt", help="the text prompt")
-    p.add_argument("overrides", nargs="*", help="config overrides key=value (see below)")
-    p.add_argument("--out", required=True, help="output directory")
+    add_config_args(p)
+    p.add_argument(
+        "--out", required=True, help="output folder (created; nothing is written before the checks)"
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--layout", help="layout file (.json/.yaml); default: plan one with --planner")
     src.add_argument("--planner", choices=("rule", "llm"), help="layout planner (default from config: rule)")
@@ -135,9 +215,6 @@ lam.* and sci.* are shorthands for comp_attn.lam.* and comp_attn.sci.*.""",
         "--subjects", nargs="+", help="subject phrases to use (default: every subject in the layout)"
     )
     p.add_argument("--model", help="tiny | tiny-wan2.2 | hub id | local diffusers dir")
-    p.add_argument(
-        "--preset", default="tiny", help="config preset name in configs/ or a YAML path (default tiny)"
-    )
     p.add_argument("--steps", type=int, help="denoising steps")
     p.add_argument("--seed", type=int, help="generation seed")
     p.add_argument("--height", type=int, help="height in px (multiple of 16)")
@@ -145,8 +222,14 @@ lam.* and sci.* are shorthands for comp_attn.lam.* and comp_attn.sci.*.""",
     p.add_argument("--frames", type=int, help="number of frames (4k+1)")
     p.add_argument("--guidance", type=float, help="classifier-free guidance scale")
     p.add_argument("--fps", type=int, help="frame rate of video.mp4")
+    p.add_argument("--num-videos", type=int, help="videos of the prompt (video.mp4, video_1.mp4, ...)")
     p.add_argument("--sci", action=argparse.BooleanOptionalAction, default=None, help="SCI on/off")
-    p.add_argument("--lam", action=argparse.BooleanOptionalAction, default=None, help="LAM on/off")
+    p.add_argument(
+        "--lam",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="LAM on/off (--lam on a layout with no subjects is an error, not a silent no-op)",
+    )
     p.add_argument(
         "--comp-attn", action=argparse.BooleanOptionalAction, default=None, help="Comp-Attn on/off as a whole"
     )
@@ -154,13 +237,17 @@ lam.* and sci.* are shorthands for comp_attn.lam.* and comp_attn.sci.*.""",
     return p
 
 
-def _overrides(args: argparse.Namespace) -> list[str]:
-    """CLI flags as key=value overrides, applied after the positional ones (flags win)."""
-    out = []
-    for item in args.overrides:
-        key = item.split("=", 1)[0]
-        out.append(f"comp_attn.{item}" if key.startswith(("lam.", "sci.")) else item)
-    simple = {
+_SHORTHANDS = ("lam.", "sci.")
+
+
+def _expand(items: list[str]) -> list[str]:
+    """``lam.x=1`` -> ``comp_attn.lam.x=1`` (and sci.*)."""
+    return [f"comp_attn.{i}" if i.split("=", 1)[0].strip().startswith(_SHORTHANDS) else i for i in items]
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    """CLI flags as dotted config keys (None = not given); they win over key=value words."""
+    return {
         "model": args.model,
         "steps": args.steps,
         "seed": args.seed,
@@ -169,17 +256,26 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         "frames": args.frames,
         "guidance": args.guidance,
         "fps": args.fps,
+        "num_videos": args.num_videos,
         "planner": args.planner,
+        "comp_attn.sci.enabled": args.sci,
+        "comp_attn.lam.enabled": args.lam,
+        "comp_attn.enabled": args.comp_attn,
+        "comp_attn.capture_attention": True if args.attention_maps else None,
     }
-    out += [f"{k}={v}" for k, v in simple.items() if v is not None]
-    for flag, key in ((args.sci, "comp_attn.sci.enabled"), (args.lam, "comp_attn.lam.enabled")):
-        if flag is not None:
-            out.append(f"{key}={str(flag).lower()}")
-    if args.comp_attn is not None:
-        out.append(f"comp_attn.enabled={str(args.comp_attn).lower()}")
-    if args.attention_maps:
-        out.append("comp_attn.capture_attention=true")
-    return out
+
+
+def _lam_requested(args: argparse.Namespace, overrides: list[str]) -> bool:
+    """The user asked for LAM in so many words (--lam, or lam.enabled=true)."""
+    import yaml
+
+    if args.lam is True:
+        return True
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        if key.strip() == "comp_attn.lam.enabled" and yaml.safe_load(raw or "null") is True:
+            return True
+    return False
 
 
 def _to_uint8(frames: Any):
@@ -191,25 +287,70 @@ def _to_uint8(frames: Any):
     return arr
 
 
+def _one_line_warnings(prog: str):
+    """A context where our warnings print as one ``prog: warning: ...`` line on stderr."""
+    ctx = warnings.catch_warnings()
+    ctx.__enter__()
+    warnings.simplefilter("always", UserWarning)
+    original = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, UserWarning) and category.__module__.startswith("generation"):
+            print(f"{prog}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        else:
+            original(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    return ctx
+
+
 def generate_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab generate``; returns the exit status."""
-    import torch
-
-    from generation.comp_attn import apply_comp_attn
-    from vidlab.config import resolve, save_resolved
-    from vidlab.video import write_video
+    from generation.comp_attn import prepare_inputs
+    from vidlab.config import config_from_args
 
     args = _parser().parse_intermixed_args(argv)
     if args.subjects:  # `--subjects a b key=value` would swallow overrides: give them back
         args.overrides += [x for x in args.subjects if "=" in x]
         args.subjects = [x for x in args.subjects if "=" not in x] or None
-    cfg = resolve(GenerateConfig, args.preset, _overrides(args))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    save_resolved(cfg, out)
+    args.overrides, args.set_overrides = _expand(args.overrides), _expand(args.set_overrides)
+    args.preset = args.preset or DEFAULT_PRESET
+    ctx = _one_line_warnings("vidlab generate")
+    try:
+        # ---- validate everything; nothing is loaded or written yet ----
+        cfg = config_from_args(GenerateConfig, args, _flags(args))
+        check_model(cfg.model)
+        out = check_out_dir(args.out)
+        comp_on = cfg.comp_attn.enabled and bool(cfg.comp_attn.lam.enabled or cfg.comp_attn.sci.enabled)
+        lam_asked = cfg.comp_attn.enabled and _lam_requested(args, args.overrides + args.set_overrides)
+        with warnings.catch_warnings():
+            if not comp_on:
+                warnings.simplefilter("ignore", UserWarning)  # no subjects is no news with Comp-Attn off
+            prep = prepare_inputs(
+                args.prompt, args.layout, args.subjects, cfg.planner, require_subjects=lam_asked
+            )
+        return _run(cfg, args, out, prep)
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) -> int:
+    import torch
+
+    from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
+    from generation.comp_attn import apply_comp_attn
+    from vidlab.config import save_resolved
+    from vidlab.io import atomic_path, atomic_write_json
+    from vidlab.video import write_video
+
     t0 = time.perf_counter()
     pipe = load_pipeline(cfg)
     t_load = time.perf_counter() - t0
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputDirError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
+    save_resolved(cfg, out)
     comp = apply_comp_attn(pipe, cfg.comp_attn)
     gen_device = "cpu" if cfg.cpu_offload != "none" else pipe._execution_device
     generator = torch.Generator(device=gen_device).manual_seed(cfg.seed)
@@ -220,38 +361,39 @@ def generate_main(argv: list[str] | None = None) -> int:
         num_inference_steps=cfg.steps,
         guidance_scale=cfg.guidance,
         negative_prompt=cfg.negative_prompt,
+        num_videos_per_prompt=cfg.num_videos,
         generator=generator,
         output_type="np",
     )
     if cfg.guidance_2 is not None:
         kwargs["guidance_scale_2"] = cfg.guidance_2
-    layout: Any = args.layout
-    if layout is None and not cfg.comp_attn.enabled:
-        from generation.planners import plan_layout
-
-        layout = plan_layout(args.prompt, planner=cfg.planner, subjects=args.subjects)
     t1 = time.perf_counter()
     try:
-        res = comp.generate(args.prompt, layout=layout, subjects=args.subjects, planner=cfg.planner, **kwargs)
+        res = comp.generate(prep.prompt, layout=prep, **kwargs)
     finally:
         comp.remove()
     t_gen = time.perf_counter() - t1
-    video = write_video(_to_uint8(res.frames), out / "video.mp4", fps=cfg.fps)
-    files = {"video": str(video)}
-    lay = res.layout if res.layout is not None else layout
-    if lay is not None and not isinstance(lay, (str, Path)):
-        files["layout"] = str(lay.save(out / "layout.json"))
-        # draw at the video's aspect but at least 384 px on the short side, so labels stay readable
-        scale = max(1.0, 384 / min(cfg.width, cfg.height))
-        size = (round(cfg.width * scale), round(cfg.height * scale))
-        files["layout_pngs"] = [str(p) for p in lay.render_overlays(out / "layout", *size)]
+    videos = []
+    for k, frames in enumerate(res.output.frames):
+        path = out / ("video.mp4" if k == 0 else f"video_{k}.mp4")
+        with atomic_path(path) as tmp:
+            write_video(_to_uint8(frames), tmp, fps=cfg.fps)
+        videos.append(str(path))
+    files: dict[str, Any] = {"video": videos[0], "videos": videos}
+    lay = prep.layout
+    files["layout"] = str(lay.save(out / "layout.json"))
+    # draw at the video's aspect but at least 384 px on the short side, so labels stay readable
+    scale = max(1.0, 384 / min(cfg.width, cfg.height))
+    size = (round(cfg.width * scale), round(cfg.height * scale))
+    files["layout_pngs"] = [str(p) for p in lay.render_overlays(out / "layout", *size)]
     summary: dict[str, Any] = {
-        "prompt": args.prompt,
+        "prompt": prep.prompt,
         "subjects": res.subjects,
         "token_indices": res.token_indices,
         "height": res.height,
         "width": res.width,
         "frames": res.num_frames,
+        "num_videos": len(videos),
         "sci": res.sci,
         "sci_weights": {str(k): v for k, v in res.sci_weights.items()},
         "lam_log": res.lam_log,
@@ -259,10 +401,16 @@ def generate_main(argv: list[str] | None = None) -> int:
     }
     if res.maps is not None:
         files["attention_pngs"] = [str(p) for p in res.maps.save_png(out / "attention")]
+        summary["attention_biased_steps"] = res.maps.biased_steps
+        # circular (read from the probabilities LAM biased on biased steps); kept for reference only
         summary["attention_inside_share"] = {str(k): v for k, v in res.maps.inside_share().items()}
+        try:
+            summary["layout_faithfulness"] = layout_faithfulness(res.maps).to_dict()
+        except NoUnbiasedMapsError as exc:
+            summary["layout_faithfulness"] = {"error": str(exc)}
     summary["files"] = files
-    (out / "result.json").write_text(json.dumps(summary, indent=2))
+    atomic_write_json(out / "result.json", summary)
     print(
-        f"wrote {video} ({res.num_frames} frames {res.width}x{res.height}, {t_gen:.1f}s) and outputs in {out}/"
+        f"wrote {videos[0]} ({res.num_frames} frames {res.width}x{res.height}, {t_gen:.1f}s) and outputs in {out}/"
     )
     return 0

@@ -50,6 +50,7 @@ class Controller:
         self.transformer = ""
         self._last_t: float | None = None
         self._forwards_at_t = 0
+        self.expert2_start: int | None = None  # first step the low-noise expert (transformer_2) ran
 
     # ---- call lifecycle -------------------------------------------------------------------------
     def begin(self, call: CallState) -> None:
@@ -57,6 +58,7 @@ class Controller:
         self.call = call
         self._last_t = None
         self._forwards_at_t = 0
+        self.expert2_start = None
 
     def end(self) -> CallState | None:
         """Finish the call and return its state (logs, maps); processors go back to pass-through."""
@@ -93,6 +95,8 @@ class Controller:
             cond = self._forwards_at_t == 1
         self.step, self.num_steps = self._step_index(t_val)
         self.progress = self.step / max(self.num_steps, 1)
+        if tag == "transformer_2" and self.expert2_start is None:
+            self.expert2_start = self.step  # Wan2.2 switches experts once, at the boundary timestep
         self.is_cond = cond
         call.forwards.append((tag, self.step, cond))
         if not cond or call.sci is None or call.sci.is_noop:
@@ -116,6 +120,20 @@ class Controller:
         return int((ts - t_val).abs().argmin()), len(ts)
 
     # ---- what processors ask ------------------------------------------------------------------
+    def in_lam_window(self) -> bool:
+        """The current step lies in LAM's window for the expert that runs it.
+
+        ``transformer`` (Wan2.1, and Wan2.2's high-noise expert): progress over the whole schedule
+        < ``lam.step_fraction``. ``transformer_2`` (Wan2.2's low-noise expert): progress over that expert's own
+        steps (from the step it takes over) < ``lam.step_fraction_2`` (default 0: LAM stays off there).
+        """
+        lam = self.config.lam
+        if self.transformer == "transformer_2":
+            start = self.expert2_start if self.expert2_start is not None else 0
+            own = (self.step - start) / max(self.num_steps - start, 1)
+            return own < lam.step_fraction_2
+        return self.progress < lam.step_fraction
+
     def lam_active(self, block: int) -> bool:
         """LAM modulates this block in this forward: cond pass, within the step window, a selected block."""
         lam = self.config.lam
@@ -125,7 +143,7 @@ class Controller:
             and self.is_cond
             and lam.enabled
             and call.targets is not None
-            and self.progress < lam.step_fraction
+            and self.in_lam_window()
             and (lam.blocks is None or block in lam.blocks)
         )
 
@@ -163,7 +181,7 @@ class Controller:
             }
         )
 
-    def record_map(self, block: int, maps: torch.Tensor) -> None:
-        """Hand one block's subject maps (B, G, S) to the call's map store."""
+    def record_map(self, block: int, maps: torch.Tensor, biased: bool = False) -> None:
+        """Hand one block's subject maps (B, G, S) to the call's map store, saying whether LAM biased them."""
         if self.call is not None and self.call.maps is not None:
-            self.call.maps.add(self.step, maps)
+            self.call.maps.add(self.step, maps, block=block, biased=biased, transformer=self.transformer)

@@ -48,10 +48,30 @@ def group_subjects(token_indices: Sequence[Sequence[int]]) -> tuple[list[tuple[i
     return groups, member
 
 
-def build_targets(token_indices: Sequence[Sequence[int]], masks: torch.Tensor) -> LamTargets:
+def instance_target(instance_masks: torch.Tensor, separate: bool = True) -> torch.Tensor:
+    """The one mask a counted phrase's tokens are pushed toward, from its instances' masks (k, S) bool.
+
+    The rule ("three cats": one phrase, three boxes): the phrase's attention is pushed toward the **union**
+    of its instances' boxes, and with ``separate`` the video tokens that two or more instance boxes cover are
+    taken out of it, so they get the outside (negative) bias. The gaps between instances are outside the union
+    anyway, so the instances are pushed apart rather than merged into one blob. If the instances overlap
+    completely (nothing would be left), the plain union is kept.
+    """
+    union = instance_masks.any(0)
+    if not separate or instance_masks.shape[0] < 2:
+        return union
+    apart = union & (instance_masks.sum(0) < 2)
+    return apart if bool(apart.any()) else union
+
+
+def build_targets(
+    token_indices: Sequence[Sequence[int]], masks: torch.Tensor, separate_instances: bool = True
+) -> LamTargets:
     """Targets from per-subject token positions and per-subject masks (N, T, H', W') (bool).
 
-    Subjects sharing tokens get the union of their masks; overlapping token sets are an error.
+    Subjects sharing tokens (the copies of a counted subject) get one target from ``instance_target``: the
+    union of their masks, minus the tokens where instances overlap when ``separate_instances``. Overlapping
+    but different token sets are an error.
     """
     if masks.ndim != 4 or masks.shape[0] != len(token_indices):
         raise ValueError(
@@ -59,9 +79,12 @@ def build_targets(token_indices: Sequence[Sequence[int]], masks: torch.Tensor) -
         )
     groups, member = group_subjects(token_indices)
     flat = masks.reshape(masks.shape[0], -1).bool()
-    merged = torch.zeros(len(groups), flat.shape[1], dtype=torch.bool)
-    for subj, g in enumerate(member):
-        merged[g] |= flat[subj]
+    merged = torch.stack(
+        [
+            instance_target(flat[[i for i, m in enumerate(member) if m == g]], separate_instances)
+            for g in range(len(groups))
+        ]
+    )
     seen: dict[int, int] = {}
     cols: list[int] = []
     pos_groups: list[list[int]] = []

@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from generation.errors import GenerationInputError
+from vidlab.io import atomic_open, atomic_write_text
+
 Box = tuple[float, float, float, float]
 SCHEMA_VERSION = 1
 SPATIAL_RELATIONS = (
@@ -34,7 +37,7 @@ RELATIONS = SPATIAL_RELATIONS + MOTION_RELATIONS
 MIN_CELL_COVERAGE = 0.5
 
 
-class LayoutError(ValueError):
+class LayoutError(GenerationInputError):
     """An invalid layout, with a message that names the subject, keyframe and value at fault."""
 
 
@@ -494,19 +497,24 @@ class Layout:
             text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
         else:
             raise LayoutError(f"layout file {path} must end in .json, .yaml or .yml")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        atomic_write_text(path, text)
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> Layout:
         """Read a ``.json``/``.yaml``/``.yml`` layout; LayoutError names the file and the problem."""
+        from vidlab.io import file_problem
+
         path = Path(path)
-        if not path.is_file():
-            raise LayoutError(f"layout file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+        problem = file_problem(path)  # never opens the path, so a FIFO cannot block
+        if problem is not None:
+            raise LayoutError(f"layout file {path}: {problem}")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise LayoutError(
+                f"layout file {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
         suffix = path.suffix.lower()
         try:
             if suffix == ".json":
@@ -594,6 +602,7 @@ def _render_pngs(layout: Layout, out_dir: Path, width: int, height: int, times: 
             draw.text((px[0] + 2, ty), label, fill=(0, 0, 0), font=font)
         draw.text((4, height - size - 3), f"t={t:.2f}  [{layout.planner}]", fill=(220, 220, 220), font=font)
         path = out_dir / f"layout_{k:02d}_t{t:.2f}.png"
-        img.save(path)
+        with atomic_open(path, "wb") as f:
+            img.save(f, format="PNG")
         paths.append(path)
     return paths

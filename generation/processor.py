@@ -14,16 +14,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from generation import lam as L
+from generation.errors import CompAttnBackendError, CompAttnError
 
 if TYPE_CHECKING:  # pragma: no cover
     from generation.controller import Controller
 
 # Backends whose kernels take no float mask: LAM cannot run on them.
 _MASKLESS_PREFIXES = ("flash", "_flash", "sage", "_sage", "aiter", "_native_flash", "_native_npu")
-
-
-class CompAttnBackendError(RuntimeError):
-    """LAM needs an additive attention mask, which the selected attention backend does not accept."""
 
 
 def backend_name(backend: Any) -> str:
@@ -88,7 +85,7 @@ class CompAttnProcessor:
                 attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs
             )
         if attn.add_k_proj is not None:
-            raise RuntimeError("Comp-Attn does not support image-conditioned (I2V) cross-attention")
+            raise CompAttnError("Comp-Attn does not support image-conditioned (I2V) cross-attention")
         if lam_on and ctl.config.lam.apply == "mask":
             check_mask_backend(self._attention_backend)
         targets = ctl.targets_on(hidden_states.device)
@@ -121,7 +118,8 @@ class CompAttnProcessor:
                 attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs
             )
         if capture:
-            ctl.record_map(self.block, L.group_attention(L.biased_probs(probs, bias_cols), targets.groups))
+            maps = L.group_attention(L.biased_probs(probs, bias_cols), targets.groups)
+            ctl.record_map(self.block, maps, biased=bias_cols is not None)
         return out
 
     def _modulated(

@@ -11,8 +11,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from generation.errors import GenerationInputError
 
-class SubjectNotFoundError(ValueError):
+
+class SubjectNotFoundError(GenerationInputError):
     """A subject phrase that does not occur in the prompt (or lies beyond the tokenizer's max_length)."""
 
     def __init__(self, phrase: str, prompt: str, reason: str | None = None):
@@ -119,3 +121,21 @@ def subject_token_indices(
             raise SubjectNotFoundError(phrase, prompt, reason)
         result.append(hits)
     return result
+
+
+def truncated_text(tokenizer: Any, prompt: str, max_length: int) -> str:
+    """The text a tokenizer drops when it cuts ``prompt`` at ``max_length`` tokens (special tokens included,
+    as Wan's pipeline encodes), or ``""`` when it all fits. Found from the offset mapping of the full encoding."""
+    try:
+        enc = tokenizer(prompt, add_special_tokens=True, truncation=False, return_offsets_mapping=True)
+        ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    except (NotImplementedError, KeyError, TypeError):
+        ids, offsets = tokenizer(prompt, add_special_tokens=True, truncation=False)["input_ids"], None
+    if len(ids) <= int(max_length):
+        return ""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    # The pipeline keeps the first max_length tokens (the last of them is the eos it appends when cutting).
+    kept = [i for i in range(int(max_length) - 1) if ids[i] not in special]
+    if offsets is None or not kept:
+        return tokenizer.decode([t for t in ids[int(max_length) - 1 :] if t not in special]).strip()
+    return prompt[int(offsets[kept[-1]][1]) :].strip()

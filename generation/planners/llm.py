@@ -1,11 +1,16 @@
 """The "llm" planner: ask an OpenAI-compatible chat endpoint for a layout, validate it, cache it on disk.
 
-Settings come from keyword arguments, else the environment: ``VIDLAB_LLM_BASE_URL`` (e.g.
-``http://localhost:8000/v1``), ``VIDLAB_LLM_MODEL``, ``VIDLAB_LLM_API_KEY`` (optional),
-``VIDLAB_LLM_TIMEOUT`` (seconds, default 60) and ``VIDLAB_LLM_CACHE_DIR`` (default
-``~/.cache/vidlab/layouts``). The reply must be JSON in the layout schema; one repair round sends the
-validation error back; boxes outside [0, 1] are clamped. When the endpoint fails (connection, timeout, HTTP
-error, unusable reply) the rule planner's layout is returned with a ``warnings.warn``.
+The request goes through ``vidlab.http`` (the one OpenAI-compatible client: httpx with retries, typed
+errors), so the endpoint and key are given the one way every vidlab client takes them: keyword arguments,
+else ``VIDLAB_OPENAI_BASE_URL`` (e.g. ``http://127.0.0.1:8000/v1``) and ``VIDLAB_OPENAI_API_KEY``
+(optional). The planner's model is ``model=`` or ``VIDLAB_LLM_MODEL``; ``VIDLAB_LLM_TIMEOUT`` (seconds,
+default 60) sets the timeout. Plans are cached under ``vidlab.paths.cache_dir("plans")`` (the one cache
+root, ``$VIDLAB_CACHE_DIR``), written atomically. The old ``VIDLAB_LLM_BASE_URL``, ``VIDLAB_LLM_API_KEY``
+and ``VIDLAB_LLM_CACHE_DIR`` still work, with a ``DeprecationWarning``.
+
+The reply must be JSON in the layout schema; one repair round sends the validation error back; boxes
+outside [0, 1] are clamped. When the endpoint fails (connection, timeout, HTTP error after retries, unusable
+reply) the rule planner's layout is returned with a ``warnings.warn``, unless ``fallback=False``.
 """
 
 from __future__ import annotations
@@ -14,15 +19,15 @@ import hashlib
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generation.errors import GenerationInputError
 from generation.layout import RELATIONS, Layout, LayoutError, clamp_box
 from generation.subjects import SubjectNotFoundError, find_phrase_spans
+from vidlab.http import EndpointError
 
 PLANNER_VERSION = "llm-1"
 
@@ -53,17 +58,34 @@ Example 2. Prompt: "two dogs run from left to right"
 """.replace("RELATIONS", ", ".join(f'"{r}"' for r in RELATIONS))
 
 
-class LLMPlannerError(ValueError):
+class LLMPlannerError(GenerationInputError):
     """The LLM planner is not configured, or its reply could not be made into a valid layout."""
 
 
-class EndpointError(RuntimeError):
-    """The chat endpoint could not be reached or answered with an error."""
+__all__ = [
+    "EndpointError",
+    "LLMPlannerConfig",
+    "LLMPlannerError",
+    "cache_key",
+    "layout_from_reply",
+    "plan_llm",
+]
+
+_DEPRECATED = {"VIDLAB_LLM_BASE_URL": "VIDLAB_OPENAI_BASE_URL", "VIDLAB_LLM_API_KEY": "VIDLAB_OPENAI_API_KEY"}
+
+
+def _old_env(name: str) -> str | None:
+    """A deprecated VIDLAB_LLM_* variable, with a DeprecationWarning naming its replacement."""
+    value = os.environ.get(name)
+    if value:
+        new = _DEPRECATED.get(name, 'VIDLAB_CACHE_DIR (plans are cached under its "plans" folder)')
+        warnings.warn(f"{name} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+    return value or None
 
 
 @dataclass
 class LLMPlannerConfig:
-    """Where and how to ask; every field falls back to its environment variable."""
+    """Where and how to ask; unset fields fall back to the environment (see the module docstring)."""
 
     base_url: str | None = None
     model: str | None = None
@@ -74,30 +96,43 @@ class LLMPlannerConfig:
     max_tokens: int = 2048
     use_cache: bool = True
     fallback: bool = True  # on endpoint failure use the rule planner (with a warning) instead of raising
+    max_retries: int = 2  # extra attempts on connection errors, timeouts, 429/5xx (vidlab.http)
+    backoff: float = 0.5  # seconds, doubled per retry
 
     def resolved(self) -> LLMPlannerConfig:
-        """Fill unset fields from VIDLAB_LLM_* environment variables and defaults."""
+        """Fill unset fields from the environment and defaults; LLMPlannerError names what is missing."""
+        from vidlab.http import API_KEY_ENV, BASE_URL_ENV, FALLBACK_API_KEY_ENV, FALLBACK_BASE_URL_ENV
+        from vidlab.paths import cache_dir
+
         env = os.environ
-        base_url = self.base_url or env.get("VIDLAB_LLM_BASE_URL")
+        base_url = (
+            self.base_url
+            or env.get(BASE_URL_ENV)
+            or env.get(FALLBACK_BASE_URL_ENV)
+            or _old_env("VIDLAB_LLM_BASE_URL")
+        )
         model = self.model or env.get("VIDLAB_LLM_MODEL")
         if not base_url:
-            raise LLMPlannerError("llm planner: no endpoint; pass base_url= or set VIDLAB_LLM_BASE_URL")
+            raise LLMPlannerError(f"llm planner: no endpoint; pass base_url= or set {BASE_URL_ENV}")
         if not model:
             raise LLMPlannerError("llm planner: no model; pass model= or set VIDLAB_LLM_MODEL")
+        api_key = self.api_key
+        if api_key is None:
+            api_key = env.get(API_KEY_ENV) or env.get(FALLBACK_API_KEY_ENV) or _old_env("VIDLAB_LLM_API_KEY")
         timeout = self.timeout if self.timeout is not None else float(env.get("VIDLAB_LLM_TIMEOUT", "60"))
-        cache = (
-            self.cache_dir or env.get("VIDLAB_LLM_CACHE_DIR") or Path.home() / ".cache" / "vidlab" / "layouts"
-        )
+        cache = self.cache_dir or _old_env("VIDLAB_LLM_CACHE_DIR") or cache_dir("plans")
         return LLMPlannerConfig(
             base_url=base_url.rstrip("/"),
             model=model,
-            api_key=self.api_key if self.api_key is not None else env.get("VIDLAB_LLM_API_KEY"),
+            api_key=api_key,
             timeout=float(timeout),
             cache_dir=Path(cache),
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             use_cache=self.use_cache,
             fallback=self.fallback,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
         )
 
 
@@ -108,34 +143,20 @@ def cache_key(prompt: str, model: str, subjects: list[str] | None = None) -> str
 
 
 def chat(cfg: LLMPlannerConfig, messages: list[dict[str, str]]) -> str:
-    """One chat-completions call; the assistant's text, or EndpointError."""
-    body = json.dumps(
-        {
-            "model": cfg.model,
-            "messages": messages,
-            "temperature": cfg.temperature,
-            "max_tokens": cfg.max_tokens,
-        }
-    ).encode("utf-8")
-    headers = {"Content-Type": "application/json"}
-    if cfg.api_key:
-        headers["Authorization"] = f"Bearer {cfg.api_key}"
-    req = urllib.request.Request(
-        f"{cfg.base_url}/chat/completions", data=body, headers=headers, method="POST"
+    """One chat-completions call through ``vidlab.http``; the assistant's text, or ``EndpointError``."""
+    from vidlab.http import Endpoint, chat_text
+
+    assert cfg.base_url is not None and cfg.model is not None
+    endpoint = Endpoint(
+        cfg.base_url,
+        cfg.api_key,
+        timeout=float(cfg.timeout or 60.0),
+        max_retries=int(cfg.max_retries),
+        backoff=float(cfg.backoff),
     )
-    try:
-        with urllib.request.urlopen(req, timeout=cfg.timeout) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:200].decode("utf-8", "replace")
-        raise EndpointError(f"{cfg.base_url}: HTTP {exc.code} {exc.reason}: {detail}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise EndpointError(f"{cfg.base_url}: {type(exc).__name__}: {reason}") from None
-    try:
-        return json.loads(raw)["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise EndpointError(f"{cfg.base_url}: not a chat-completions reply ({exc}): {raw[:200]!r}") from None
+    return chat_text(
+        endpoint, messages, model=cfg.model, temperature=cfg.temperature, max_tokens=cfg.max_tokens
+    )
 
 
 def _extract_json(text: str) -> Any:
@@ -271,7 +292,9 @@ def plan_llm(prompt: str, subjects: list[str] | None = None, **kw: Any) -> Layou
             try:
                 layout, clamped = layout_from_reply(prompt, reply, subjects)
             except LLMPlannerError as second_error:
-                raise EndpointError(f"invalid layout after one repair: {second_error}") from None
+                raise EndpointError(
+                    str(cfg.base_url), f"invalid layout after one repair: {second_error}", 200
+                ) from None
             attempts = 2
     except EndpointError as exc:
         if not cfg.fallback:
@@ -292,8 +315,7 @@ def plan_llm(prompt: str, subjects: list[str] | None = None, **kw: Any) -> Layou
         cache="miss",
     )
     if cfg.use_cache:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(layout.to_json(), encoding="utf-8")
-        tmp.replace(cache_file)
+        from vidlab.io import atomic_write_text
+
+        atomic_write_text(cache_file, layout.to_json())
     return layout

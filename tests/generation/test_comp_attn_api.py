@@ -146,8 +146,12 @@ def test_layout_from_file_planned_layout_and_subject_selection(tmp_path):
     assert res.subjects == ["blue dog"] and len(res.token_indices) == 1
     planned = _gen(CompAttnConfig(), layout=None, num_inference_steps=1)
     assert len(planned.subjects) >= 2 and planned.layout is not None
-    with pytest.raises(ValueError, match="no box"):
+    from generation.subjects import SubjectNotFoundError
+
+    with pytest.raises(SubjectNotFoundError, match="'green frog' not found in prompt"):
         _gen(CompAttnConfig(), subjects=["green frog"], num_inference_steps=1)
+    with pytest.raises(SubjectNotFoundError, match=r"\['left'\] have no box in the layout"):
+        _gen(CompAttnConfig(), subjects=["left"], num_inference_steps=1)
 
 
 def test_counted_subjects_share_tokens_and_get_the_union_of_boxes():

@@ -126,8 +126,24 @@ def test_save_load_round_trip(tmp_path, suffix):
 
 
 def test_load_errors_name_the_file(tmp_path):
-    with pytest.raises(LayoutError, match="does not exist"):
+    with pytest.raises(LayoutError, match="missing.json: no such file"):
         Layout.load(tmp_path / "missing.json")
+    # true reasons, and a FIFO is never opened (reading it would block)
+    import os
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(LayoutError, match="named pipe"):
+        Layout.load(fifo)
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(LayoutError, match="is a folder"):
+        Layout.load(tmp_path / "dir.json")
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(LayoutError, match="empty file"):
+        Layout.load(tmp_path / "empty.json")
+    from vidlab.errors import UserError
+
+    assert issubclass(LayoutError, UserError) and issubclass(LayoutError, ValueError)
     bad = tmp_path / "bad.yaml"
     bad.write_text("prompt: a cat\nsubjects:\n  - phrase: cat\n    keyframes: [{t: 0, box: [0, 0, 2, 1]}]\n")
     with pytest.raises(LayoutError, match=r"bad\.yaml.*x1=2 is outside"):
