@@ -176,7 +176,7 @@ def _describe(tp: Any) -> str:
     if tp is dict or origin is dict:
         return "a mapping"
     if dataclasses.is_dataclass(tp):
-        return f"a mapping of {tp.__name__} keys"
+        return f"a mapping of {getattr(tp, '__name__', 'its')} keys"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -314,7 +314,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         raise ConfigError(
             f"unknown config key(s) {sorted(where + str(k) for k in unknown)}; valid keys here: {sorted(types_)}"
         )
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     defaults = cls()
     for name, tp in types_.items():
         if name not in data:
@@ -323,7 +323,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         value = data[name]
         if sub is not None and isinstance(value, dict):
             current = getattr(defaults, name)
-            base = dataclasses.asdict(current) if dataclasses.is_dataclass(current) else {}
+            base = dataclasses.asdict(current) if dataclasses.is_dataclass(current) else {}  # type: ignore[arg-type]
             kwargs[name] = from_dict(sub, deep_merge(base, value), where=f"{where}{name}.")
         elif sub is not None and value is not None and not isinstance(value, sub):
             raise ConfigError(

@@ -85,13 +85,13 @@ def write_manifest(
         if path.is_file():
             try:
                 old = entries(json.loads(path.read_text()))
-            except (OSError, json.JSONDecodeError) as e:
-                log.warning("replacing unreadable manifest %s: %s", path, e)
+            except (OSError, json.JSONDecodeError) as exc:
+                log.warning("replacing unreadable manifest %s: %s", path, exc)
         same = [e for e in old if e.get("model_tag") == model_tag and e.get("sampling") == sampling]
         others = [e for e in old if e not in same]
         merged: dict[str, dict[str, Any]] = {}
-        for e in same:
-            for v in e.get("videos") or []:
+        for ent in same:
+            for v in ent.get("videos") or []:
                 if (index_dir / str(v.get("cache_file", ""))).is_file():  # still there: keep it
                     merged[str(v.get("video"))] = v
         for v in videos:
