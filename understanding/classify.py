@@ -280,7 +280,7 @@ def classify_identity(
         blob = json.dumps(list(rows or []), sort_keys=True, default=str).encode()
         inputs = {"rows": hashlib.sha256(blob).hexdigest()}
     return make_identity(
-        settings,
+        {"classify": settings},
         inputs,
         command="classify",
         policy=_name(policy),
