@@ -64,7 +64,9 @@ class VerlConfig:
     # lengths: 16 + 5x8 = 56 frames at 640x360 -> ~300 visual tokens each for Qwen3-VL (16px patches, 2x2 merge)
     max_prompt_length: int = 8192  # system + question + 16 initial frames
     max_response_length: int = 24576  # 6 assistant turns + up to 40 observation frames
-    max_tool_response_length: int = 4096  # chars of tool text kept by verl; the "no more calls" prefix is ~330
+    max_tool_response_length: int = (
+        4096  # chars of tool text kept by verl; the "no more calls" prefix is ~330
+    )
     limit_images: int = 56  # vLLM images per prompt: 16 initial + 5 x 8
     # cluster
     n_gpus_per_node: int = 8
@@ -86,11 +88,14 @@ class VerlConfig:
 
 def tool_config(cfg: VerlConfig) -> dict[str, Any]:
     """verl's tool-config YAML content: one entry per tool, OpenAI function schemas from the protocol."""
-    common = {"type": "native", "max_calls": cfg.max_calls, "max_size": [640, 360]}
+
+    def common() -> dict[str, Any]:  # fresh objects per tool: no YAML anchors in the written file
+        return {"type": "native", "max_calls": cfg.max_calls, "max_size": [640, 360]}
+
     tools = [
         {
             "class_name": "understanding.rl.tools.UniformSampleTool",
-            "config": {**common, "num_frames": 8, "min_uniform_range": 8},
+            "config": {**common(), "num_frames": 8, "min_uniform_range": 8},
             "tool_schema": P.TOOL_SCHEMAS[P.UNIFORM],
         }
     ]
@@ -100,7 +105,7 @@ def tool_config(cfg: VerlConfig) -> dict[str, Any]:
             {
                 "class_name": "understanding.rl.tools.ClipSampleTool",
                 "config": {
-                    **common,
+                    **common(),
                     "num_frames": 4,
                     "clip_model": c.model,
                     "clip_sampling": c.sampling,
@@ -198,7 +203,9 @@ def _shell(lines: list[str], overrides: list[str]) -> str:
     return "\n".join(lines) + f"\n    {body}\n"
 
 
-def write_launch(cfg: VerlConfig, out_dir: str | os.PathLike, train_file: str, val_file: str | None) -> dict[str, str]:
+def write_launch(
+    cfg: VerlConfig, out_dir: str | os.PathLike, train_file: str, val_file: str | None
+) -> dict[str, str]:
     """Write tools.yaml, agent_loop.yaml, launch.sh, ray_job.sh and config.yaml into ``out_dir``; return their paths."""
     from vidlab.io import atomic_write_text
 

@@ -79,7 +79,9 @@ def _agent_data(video: str, total: int, fps: float):
     return ad
 
 
-def test_tools_load_through_verl_config_loader_and_return_real_tool_responses(verl_out, question_rows, rl_root):
+def test_tools_load_through_verl_config_loader_and_return_real_tool_responses(
+    verl_out, question_rows, rl_root
+):
     from verl.tools.base_tool import BaseTool
     from verl.tools.schemas import ToolResponse
     from verl.tools.tool_registry import initialize_tools_from_config
@@ -88,8 +90,14 @@ def test_tools_load_through_verl_config_loader_and_return_real_tool_responses(ve
     from vidlab.clip import FrameIndex, load_model
 
     tools = {t.name: t for t in initialize_tools_from_config(verl_out["paths"]["tools"])}
-    assert set(tools) == {"uniform_sample", "clip_sample"} and all(isinstance(t, BaseTool) for t in tools.values())
-    assert tools["clip_sample"].tool_schema.function.parameters.required == ["start_frame", "end_frame", "prompt"]
+    assert set(tools) == {"uniform_sample", "clip_sample"} and all(
+        isinstance(t, BaseTool) for t in tools.values()
+    )
+    assert tools["clip_sample"].tool_schema.function.parameters.required == [
+        "start_frame",
+        "end_frame",
+        "prompt",
+    ]
     video = question_rows[0]["video"]
     ad = _agent_data(video, 120, 10.0)
 
@@ -112,7 +120,9 @@ def test_tools_load_through_verl_config_loader_and_return_real_tool_responses(ve
     assert ad.extra_fields[SESSION_KEY]["num_calls"] == 1
     resp, _, m = asyncio.run(call("uniform_sample", {"start_frame": 200, "end_frame": 300}))
     assert "outside the video" in m["error"]
-    resp, _, m = asyncio.run(call("clip_sample", {"start_frame": 0, "end_frame": 120, "prompt": "red square"}))
+    resp, _, m = asyncio.run(
+        call("clip_sample", {"start_frame": 0, "end_frame": 120, "prompt": "red square"})
+    )
     model = load_model(CLIP_SPEC, device="cpu")
     index = FrameIndex.build(video, model, "fps=1", cache_dir=str(rl_root / "index"), progress=False)
     assert m["frames"] == ClipAgent(index, model, reader=video).indices(0, 120, "red square")
@@ -125,7 +135,9 @@ def test_tools_load_through_verl_config_loader_and_return_real_tool_responses(ve
     assert "call budget (5)" in m["error"]
 
 
-def test_converted_rows_read_back_with_verl_rlhf_dataset_and_bad_rows_are_reported(verl_out, question_rows, rl_root):
+def test_converted_rows_read_back_with_verl_rlhf_dataset_and_bad_rows_are_reported(
+    verl_out, question_rows, rl_root
+):
     from understanding.policies.tiny_qwen import build_tiny_qwen_vl
     from understanding.rl import dataset as D
 
@@ -143,7 +155,10 @@ def test_converted_rows_read_back_with_verl_rlhf_dataset_and_bad_rows_are_report
     ex = row["extra_info"]
     assert ex["classification"] is None and ex["question_type"] == "mc" and ex["options"] == ["yes", "no"]
     assert row["tools_kwargs"]["uniform_sample"]["create_kwargs"]["total_frames"] == 120
-    assert row["reward_model"]["ground_truth"] == question_rows[0]["answer"] and row["data_source"] == "videobrain"
+    assert (
+        row["reward_model"]["ground_truth"] == question_rows[0]["answer"]
+        and row["data_source"] == "videobrain"
+    )
     bad = [
         {**question_rows[0], "id": "missing", "video": str(rl_root / "nope.mp4")},
         {**question_rows[0], "id": "letter", "answer": "Z"},
@@ -187,13 +202,20 @@ def _reward(verl_out, worker, out, batch):
     data = out.union(batch.select(non_tensor_batch_keys=["data_source", "reward_model", "extra_info"]))
     if "tool_extra_fields" not in data.non_tensor_batch:  # what verl's trainer passes alongside
         data.non_tensor_batch["tool_extra_fields"] = np.array(
-            [{k: data.non_tensor_batch[k][i] for k in ("frames_used", "initial_frame_indices")} for i in range(len(data))],
+            [
+                {k: data.non_tensor_batch[k][i] for k in ("frames_used", "initial_frame_indices")}
+                for i in range(len(data))
+            ],
             dtype=object,
         )
-    return manager.loop.run_until_complete(manager.run_single(data[0:1]))  # verl binds the manager to its loop
+    return manager.loop.run_until_complete(
+        manager.run_single(data[0:1])
+    )  # verl binds the manager to its loop
 
 
-def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(verl_out, tiny_dir, question_rows, rl_root):
+def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(
+    verl_out, tiny_dir, question_rows, rl_root
+):
     from understanding.env import EpisodeConfig, run_episode
     from understanding.policies.replay import ReplayPolicy
     from understanding.reward import compute_score
@@ -204,18 +226,26 @@ def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(verl_out,
     resp = out.batch["responses"][0]
     mask = out.batch["response_mask"][0].bool()
     valid = out.batch["attention_mask"][0, out.batch["prompts"].shape[1] :].bool()
-    assert out.non_tensor_batch["end_reason"][0] == "answered" and out.non_tensor_batch["num_tool_calls"][0] == 5
+    assert (
+        out.non_tensor_batch["end_reason"][0] == "answered" and out.non_tensor_batch["num_tool_calls"][0] == 5
+    )
     assert out.non_tensor_batch["__num_turns__"][0] == 6 + 5 + 1
     # the loss mask covers exactly the assistant turns (each closed by <|im_end|>)
     assert tok.decode(resp[mask], skip_special_tokens=False) == "".join(t + "<|im_end|>" for t in SCRIPT)
     obs_text = tok.decode(resp[valid & ~mask], skip_special_tokens=True)
-    assert obs_text.count(P.observation_text(1, False)) == 4 and obs_text.count(P.observation_text(5, True)) == 1
+    assert (
+        obs_text.count(P.observation_text(1, False)) == 4 and obs_text.count(P.observation_text(5, True)) == 1
+    )
     # the same episode through understanding.env.Episode shows the same frames with the same labels
     video = question_rows[0]["video"]
     model = load_model(CLIP_SPEC, device="cpu")
     index = FrameIndex.build(video, model, "fps=1", cache_dir=str(rl_root / "index"), progress=False)
     traj = run_episode(
-        ReplayPolicy(SCRIPT), video, question_rows[0]["question"], question_rows[0]["options"], EpisodeConfig(),
+        ReplayPolicy(SCRIPT),
+        video,
+        question_rows[0]["question"],
+        question_rows[0]["options"],
+        EpisodeConfig(),
         agents=[UniformAgent(video), ClipAgent(index, model, reader=video)],
     )
     # byte-exact: verl's whole token sequence (image pads collapsed) == the chat template over Episode's messages
@@ -226,23 +256,29 @@ def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(verl_out,
     collapsed = [t for i, t in enumerate(ids) if not (t == pad and i > 0 and ids[i - 1] == pad)]
     want = worker.processor.apply_chat_template(to_hf_messages(traj.messages)[0], tokenize=False)
     assert tok.decode(collapsed, skip_special_tokens=False) == want.removesuffix("\n")
-    assert [c["frames"] for c in out.non_tensor_batch["tool_calls"][0]] == [c["frames"] for c in traj.tool_calls]
+    assert [c["frames"] for c in out.non_tensor_batch["tool_calls"][0]] == [
+        c["frames"] for c in traj.tool_calls
+    ]
     assert sorted(out.non_tensor_batch["frames_used"][0]) == traj.frames_used
     # images: 16 initial + 8 + 4 + 8 + 4 + 8, and their pad tokens match the pixel features verl will feed
     n_images = 16 + sum(len(c["frames"]) for c in traj.tool_calls)
     mmi = out.non_tensor_batch["multi_modal_inputs"][0]
     assert mmi["image_grid_thw"].shape[0] == n_images
-    merge = worker.processor.image_processor.merge_size ** 2
+    merge = worker.processor.image_processor.merge_size**2
     assert int((out.batch["input_ids"][0] == pad).sum()) == int(mmi["image_grid_thw"].prod(-1).sum()) // merge
     assert out.batch["position_ids"].shape[1] == 4  # text + 3 M-RoPE rows, as verl builds them for Qwen-VL
     assert server.requests[-1]["num_images"] == n_images  # the answer turn saw every frame shown
     # the reward, through verl's custom-reward-function config and reward manager
     result = _reward(verl_out, worker, out, batch)
     expected = compute_score(
-        "videobrain", traj.assistant_text, question_rows[0]["answer"],
+        "videobrain",
+        traj.assistant_text,
+        question_rows[0]["answer"],
         {"classification": None, "question_type": "mc", "options": ["yes", "no"], **traj.reward_extra_info()},
     )
-    assert result["reward_score"] == pytest.approx(expected["score"]) and expected["score"] == pytest.approx(1.05)
+    assert result["reward_score"] == pytest.approx(expected["score"]) and expected["score"] == pytest.approx(
+        1.05
+    )
     assert result["reward_extra_info"]["frames_used"] == len(traj.frames_used)
 
 
