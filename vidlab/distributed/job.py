@@ -134,16 +134,18 @@ _HELD_GUARD = threading.Lock()
 
 def _ensure_dir(out: Path) -> None:
     if out.exists() and not out.is_dir():
-        raise OutputDirError(f"output folder {str(out)!r} is a file, not a folder; pass another --out")
+        raise OutputDirError(
+            f"output folder {str(out)!r} is a file, not a folder; choose another output folder"
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputDirError(
-            f"cannot create output folder {str(out)!r}: {e.strerror or e}; pass a writable --out"
+            f"cannot create output folder {str(out)!r}: {e.strerror or e}; choose a writable output folder"
         ) from e
     if not os.access(out, os.W_OK | os.X_OK):
         raise OutputDirError(
-            f"output folder {str(out)!r} is not writable (permission denied); pass another --out"
+            f"output folder {str(out)!r} is not writable (permission denied); choose another output folder"
         )
 
 
@@ -167,7 +169,7 @@ def job_lock(out_dir: str | os.PathLike) -> Iterator[Path]:
     except filelock.Timeout as e:
         raise JobLockedError(
             f"{str(out)!r} is in use by another running job (lock {LOCK_FILE}); "
-            "wait for it to finish, or pass another --out"
+            "wait for it to finish, or use another output folder"
         ) from e
     except PermissionError as e:
         raise OutputDirError(f"cannot lock output folder {str(out)!r}: permission denied") from e
