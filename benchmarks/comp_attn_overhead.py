@@ -9,11 +9,17 @@ and every attn2 call is also timed inside the real forwards (attn2 is the only m
 whole-step ratio on a shared CPU mostly measures load noise in the identical self-attention).
 End to end with the default schedule = step_fraction x (LAM-active overhead) + rest x (inactive overhead).
 
-Part 2, effect (tiny offline pipeline): share of each subject's cross-attention mass inside its layout box
-with and without LAM (LAM-active steps), and SCI's effect on how alike the subjects' pooled token embeddings
-are (mean pairwise cosine before / after the update at the configured strength).
+Part 2, effect (tiny offline pipeline), measured on attention LAM did NOT write
+(``generation.attention_measure.layout_faithfulness``): the share of each subject's cross-attention inside
+its layout box (a) on the steps after LAM's window and (b) in a block LAM does not modulate (lam.blocks=[0],
+block 1 read inside the window), for three runs on the same seed: LAM off, LAM following the prompt's
+layout, and LAM following a placebo layout (every box mirrored through the centre, contradicting the
+prompt's relations). Each run reports the share inside the real boxes and inside the placebo boxes; the
+circular figure (biased probabilities on biased steps) is printed beside them for reference only. Also
+SCI's effect on how alike the subjects' pooled token embeddings are (mean pairwise cosine before / after).
 
   python benchmarks/comp_attn_overhead.py --quick        # < 60 s on a CPU: 1 layer, 1 head x 128
+  python benchmarks/comp_attn_overhead.py --skip-cost    # part 2 only
   python benchmarks/comp_attn_overhead.py --device cuda  # 12 heads x 128, 2 layers, bf16 on a GPU
 """
 
@@ -45,6 +51,7 @@ def _extra(ap) -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, help="float32 (cpu default) | bfloat16 (cuda default)")
     ap.add_argument("--skip-effect", action="store_true", help="skip part 2 (tiny-pipeline effect)")
+    ap.add_argument("--skip-cost", action="store_true", help="skip part 1 (real-size cost)")
 
 
 def _targets(height: int, width: int, frames: int):
@@ -228,8 +235,10 @@ def cost(args) -> dict:
 
 
 def effect(quick: bool) -> dict:
-    """Part 2: attention inside the boxes with/without LAM; SCI's pairwise cosine before/after."""
+    """Part 2: non-circular in-box attention with LAM off / real layout / placebo layout; SCI cosine."""
+    from generation.attention_measure import layout_faithfulness, placebo_layout
     from generation.comp_attn import CompAttnConfig, apply_comp_attn
+    from generation.planners import plan_layout
     from generation.sci import compute_sci, encode_anchors, mean_pairwise_cosine, pooled
     from generation.tiny import build_tiny_pipeline
 
@@ -241,49 +250,84 @@ def effect(quick: bool) -> dict:
     if quick:
         prompts = prompts[:2]
     pipe = build_tiny_pipeline("wan2.1")
-    kw = dict(height=64, width=64, num_frames=17, num_inference_steps=6, output_type="latent")
-    rows, shares_on, shares_off, cos_before, cos_after = [], [], [], [], []
+    steps = 8
+    kw = dict(height=64, width=64, num_frames=17, num_inference_steps=steps, output_type="latent")
+    window = 0.5  # LAM on steps 0-3, read steps 4-7 (after) and block 1 inside (unmodulated)
+    after = list(range(int(window * steps), steps))
+    inside = list(range(int(window * steps)))
+
+    def run(prompt, layout, lam_on):
+        cfg = CompAttnConfig(capture_attention=True)
+        cfg.lam.enabled = lam_on
+        cfg.lam.step_fraction = window
+        cfg.lam.blocks = [0]
+        comp = apply_comp_attn(pipe, cfg)
+        try:
+            return comp.generate(prompt, layout=layout, generator=torch.Generator().manual_seed(0), **kw), cfg
+        finally:
+            comp.remove()
+
+    rows, agg = [], {}
+    cos_before, cos_after = [], []
     for prompt in prompts:
-        res = {}
-        for lam_on in (False, True):
-            cfg = CompAttnConfig(capture_attention=True)
-            cfg.lam.enabled = lam_on
-            comp = apply_comp_attn(pipe, cfg)
-            try:
-                r = comp.generate(prompt, generator=torch.Generator().manual_seed(0), **kw)
-            finally:
-                comp.remove()
-            active = [s for s in r.maps.steps if s / kw["num_inference_steps"] < cfg.lam.step_fraction]
-            res[lam_on] = (r, float(np.mean(r.maps.mean_inside_share(active))))
-        r = res[True][0]
+        real = plan_layout(prompt)
+        placebo = placebo_layout(real)
+        for cond, layout, lam_on in (
+            ("off", real, False),
+            ("lam_real", real, True),
+            ("lam_placebo", placebo, True),
+        ):
+            r, cfg = run(prompt, layout, lam_on)
+            swap = cond == "lam_placebo"  # the store's masks are the layout LAM followed: put real first
+            row = {"prompt": prompt, "run": cond}
+            for name, sel in (("after", dict(steps=after)), ("block1", dict(steps=inside, blocks=[1]))):
+                f = layout_faithfulness(r.maps, **sel)
+                assert not f.biased
+                in_real, in_placebo = (f.placebo_share, f.share) if swap else (f.share, f.placebo_share)
+                row[f"{name}_real"], row[f"{name}_placebo"] = in_real, in_placebo
+                agg.setdefault((cond, name), []).append((in_real, in_placebo))
+            if lam_on:
+                circ = layout_faithfulness(r.maps, include_biased=True, steps=inside, blocks=[0])
+                row["circular_followed"] = circ.share  # share in the boxes LAM followed, on its own bias
+            rows.append(row)
         with torch.no_grad():
             emb = pipe.encode_prompt(prompt, do_classifier_free_guidance=False, max_sequence_length=512)[0][0]
-            anchors = encode_anchors(pipe.tokenizer, pipe.text_encoder, r.subjects)
-            plan = compute_sci(emb, r.token_indices, anchors, cfg.sci.tau, cfg.sci.rescale)
-            before = mean_pairwise_cosine(pooled(emb, r.token_indices))
-            after = mean_pairwise_cosine(pooled(plan.apply(emb[None], cfg.sci.strength)[0], r.token_indices))
-        shares_off.append(res[False][1])
-        shares_on.append(res[True][1])
-        cos_before.append(before)
-        cos_after.append(after)
-        rows.append(
-            {
-                "prompt": prompt,
-                "subjects": ", ".join(r.subjects),
-                "in_box_no_lam": res[False][1],
-                "in_box_lam": res[True][1],
-                "cos_before": before,
-                "cos_after_sci": after,
-            }
-        )
-    print_table(rows, ["prompt", "subjects", "in_box_no_lam", "in_box_lam", "cos_before", "cos_after_sci"])
-    return {
-        "attn_in_box_without_lam": round(float(np.mean(shares_off)), 4),
-        "attn_in_box_with_lam": round(float(np.mean(shares_on)), 4),
-        "sci_pairwise_cosine_before": round(float(np.mean(cos_before)), 4),
-        "sci_pairwise_cosine_after": round(float(np.mean(cos_after)), 4),
-        "effect_prompts": len(prompts),
-    }
+            res_real = run(prompt, real, True)[0]
+            anchors = encode_anchors(pipe.tokenizer, pipe.text_encoder, res_real.subjects)
+            plan = compute_sci(emb, res_real.token_indices, anchors, cfg.sci.tau, cfg.sci.rescale)
+            cos_before.append(mean_pairwise_cosine(pooled(emb, res_real.token_indices)))
+            cos_after.append(
+                mean_pairwise_cosine(
+                    pooled(plan.apply(emb[None], cfg.sci.strength)[0], res_real.token_indices)
+                )
+            )
+    cols = [
+        "prompt",
+        "run",
+        "after_real",
+        "after_placebo",
+        "block1_real",
+        "block1_placebo",
+        "circular_followed",
+    ]
+    print_table(rows, cols)
+    out = {}
+    for (cond, name), vals in agg.items():
+        arr = np.array(vals, dtype=float)
+        out[f"in_real_boxes_{name}_{cond}"] = round(float(arr[:, 0].mean()), 4)
+        out[f"in_placebo_boxes_{name}_{cond}"] = round(float(arr[:, 1].mean()), 4)
+    circular = [r["circular_followed"] for r in rows if r["run"] == "lam_real"]
+    circular_pl = [r["circular_followed"] for r in rows if r["run"] == "lam_placebo"]
+    out.update(
+        {
+            "circular_in_box_lam_real_biased_steps": round(float(np.mean(circular)), 4),
+            "circular_in_box_lam_placebo_biased_steps": round(float(np.mean(circular_pl)), 4),
+            "sci_pairwise_cosine_before": round(float(np.mean(cos_before)), 4),
+            "sci_pairwise_cosine_after": round(float(np.mean(cos_after)), 4),
+            "effect_prompts": len(prompts),
+        }
+    )
+    return out
 
 
 def main(argv=None) -> int:
@@ -297,7 +341,8 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     t0 = time.perf_counter()
     out = {"benchmark": "comp_attn_overhead", "quick": bool(args.quick)}
-    out.update(cost(args))
+    if not args.skip_cost:
+        out.update(cost(args))
     if not args.skip_effect:
         out.update(effect(args.quick))
     out["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -19,6 +19,9 @@ _LAZY = {
     "SubjectNotFoundError": "generation.subjects",
     "CompAttnConfig": "generation.comp_attn",
     "apply_comp_attn": "generation.comp_attn",
+    "prepare_inputs": "generation.comp_attn",
+    "layout_faithfulness": "generation.attention_measure",
+    "placebo_layout": "generation.attention_measure",
 }
 
 __all__ = sorted(_LAZY)

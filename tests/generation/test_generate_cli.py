@@ -83,3 +83,108 @@ def test_presets_resolve(preset):
 def test_bad_override_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="alpha_maxx"):
         generate_main(["a cat", "--out", str(tmp_path), "lam.alpha_maxx=2"])
+
+
+# ---- one line per mistake, exit 2, nothing written, nothing loaded ------------------------------------
+def _run(capsys, *argv):
+    from vidlab.cli import main
+
+    rc = main(["generate", *argv])
+    err = capsys.readouterr().err.strip()
+    return rc, err
+
+
+def _empty_layout(tmp_path):
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps({"prompt": "a quiet night", "subjects": []}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["a red cat", "model=tinyy"], "unknown model 'tinyy'.*did you mean tiny"),
+        (["a red cat", "stepz=3"], r"unknown config key\(s\) \['stepz'\]; valid keys here: \[.*'steps'"),
+        (["a red cat", "--set", "steps=two"], "steps: expected an int >= 1, got 'two'"),
+        (["a red cat", "steps=-3"], "steps: expected an int >= 1, got -3"),
+        (["a red cat", "frames=10"], r"frames: expected 4k\+1"),
+        (["a red cat", "lam.alpha_min=2"], "comp_attn.lam: alpha_min=2.0 must be <= alpha_max=1.0"),
+        (["a red cat", "--layout", "MISSING"], "layout file .*missing.json: no such file"),
+        (
+            ["a red cat", "--layout", "BAD"],
+            "layout file .*bad.json: subject 'red cat'.*x0=0.5 must be < x1=0.2",
+        ),
+        (["a red cat", "--subjects", "green frog"], "subject 'green frog' not found in prompt 'a red cat'"),
+        (["   "], "the prompt is empty"),
+        (
+            ["a quiet night", "--layout", "EMPTY", "--lam"],
+            "LAM was asked for, but the layout has no subjects",
+        ),
+    ],
+)
+def test_user_mistakes_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, argv, expected):
+    import re
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "prompt": "a red cat",
+                "subjects": [{"phrase": "red cat", "keyframes": [{"t": 0, "box": [0.5, 0, 0.2, 1]}]}],
+            }
+        )
+    )
+    subs = {"MISSING": str(tmp_path / "missing.json"), "BAD": str(bad), "EMPTY": str(_empty_layout(tmp_path))}
+    out = tmp_path / "out"
+    rc, err = _run(capsys, *[subs.get(a, a) for a in argv], "--out", str(out))
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("vidlab generate: error: "), err
+    assert re.search(expected, err), err
+    assert not out.exists()  # nothing written to --out before validation
+
+
+def test_unwritable_out_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc, err = _run(capsys, "a red cat", "--out", str(blocker / "out"))
+    assert (
+        rc == 2
+        and err
+        == f"vidlab generate: error: --out {blocker / 'out'}: cannot create it, {blocker} is a file, not a folder"
+    )
+    rc, err = _run(capsys, "a red cat", "--out", str(blocker))
+    assert rc == 2 and err.endswith("exists and is not a folder")
+
+
+def test_a_wrong_subject_fails_before_an_expensive_model_loads(tmp_path, capsys):
+    # A "model" folder that passes the name check but would fail (or take long) to load: the subject
+    # check must come first, so the user sees the subject error and no load happens.
+    model = tmp_path / "wan-14b"
+    model.mkdir()
+    (model / "model_index.json").write_text(json.dumps({"_class_name": "WanPipeline"}))
+    out = tmp_path / "out"
+    rc, err = _run(capsys, "a red cat", f"model={model}", "--subjects", "green frog", "--out", str(out))
+    assert rc == 2 and "subject 'green frog' not found" in err and not out.exists()
+    # with a right subject, the same folder gets as far as loading, which fails as one line too
+    rc, err = _run(capsys, "a red cat", f"model={model}", "--subjects", "red cat", "--out", str(out))
+    assert rc == 2 and err.startswith(f"vidlab generate: error: could not load Wan pipeline '{model}'"), err
+
+
+def test_a_bare_value_error_from_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
+    import generation.cli as cli
+    from vidlab.cli import main
+
+    def broken(cfg):
+        raise ValueError("a bug, not a user mistake")
+
+    monkeypatch.setattr(cli, "load_pipeline", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        main(["generate", "a red cat", "--out", str(tmp_path / "o")])
+
+
+def test_no_subjects_without_lam_asked_warns_in_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = generate_main(["a quiet night", "--layout", str(_empty_layout(tmp_path)), "--out", str(out), *SMALL])
+    err = capsys.readouterr().err
+    assert rc == 0 and (out / "video.mp4").is_file()
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert warning and warning[0].startswith("vidlab generate: warning: the layout has no subjects")
