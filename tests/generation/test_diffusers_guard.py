@@ -27,7 +27,9 @@ def test_installed_diffusers_is_inside_the_declared_range():
     spec = re.search(r'"(diffusers[^"]*)"', gen).group(1)
     lo = re.search(r">=\s*([\d.]+)", spec).group(1)
     hi = re.search(r"<\s*([\d.]+)", spec).group(1)
-    assert _version(lo) >= (0, 36, 0), f"{spec}: diffusers < 0.36 is not supported (see this file's docstring)"
+    assert _version(lo) >= (0, 36, 0), (
+        f"{spec}: diffusers < 0.36 is not supported (see this file's docstring)"
+    )
     assert _version(lo) <= _version(diffusers.__version__) < _version(hi), (spec, diffusers.__version__)
 
 

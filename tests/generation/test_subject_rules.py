@@ -52,7 +52,6 @@ def test_lam_pushes_a_counted_phrase_toward_the_union_and_apart_at_overlaps():
     assert (cats[[0, 2, 4]] > 0).all() and (cats[[1, 3, 5]] < 0).all()  # union pushed up, overlap/gap down
 
 
-
 def test_no_subjects_warns_and_is_refused_when_lam_is_asked_for():
     empty = Layout("a quiet night", [])
     with pytest.warns(NoSubjectsWarning, match="no subjects"):
