@@ -34,6 +34,7 @@ quickstart: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check vidlab generation understanding tests benchmarks demos
+	$(BIN)/mypy   # settings and the per-module debt list: [tool.mypy] in pyproject.toml
 
 test: lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
