@@ -121,8 +121,11 @@ def test_pixel_budget_override(tmp_path):
 
 
 def test_bad_inputs_are_typed_errors(tmp_path, policy):
-    with pytest.raises(PolicyError, match="cannot load"):
+    with pytest.raises(PolicyError, match="is not a folder"):  # checked before transformers is touched
         load_policy(f"hf:{tmp_path / 'nothing-here'}")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PolicyError, match="cannot load"):
+        load_policy(f"hf:{tmp_path / 'empty'}")
     bad = [Message("user", ["x", Frame(np.zeros((4, 4), np.uint8), 0, 0.0)])]
     with pytest.raises(ValueError, match="uint8"):
         policy.generate(bad)
