@@ -182,3 +182,15 @@ def test_identity_survives_dataclasses_and_tuples():
 
     assert make_identity(Cfg()) == make_identity({"steps": 4, "blocks": [0, 1]})
     assert make_identity(Cfg(steps=5)) != make_identity(Cfg())
+
+
+def test_ray_temp_dir_prefers_the_cache_root_when_short_enough(monkeypatch, tmp_path):
+    from vidlab.distributed.ray_backend import ray_temp_dir
+
+    monkeypatch.delenv("VIDLAB_RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("VIDLAB_CACHE_DIR", "/tmp/vc")
+    assert str(ray_temp_dir()) == "/tmp/vc/ray"
+    monkeypatch.setenv("VIDLAB_CACHE_DIR", str(tmp_path / ("x" * 60)))  # too long for Ray's socket paths
+    assert ray_temp_dir().name.startswith("vidlab-ray-") and len(str(ray_temp_dir())) <= 40
+    monkeypatch.setenv("VIDLAB_RAY_TMPDIR", str(tmp_path / "mine"))
+    assert ray_temp_dir() == tmp_path / "mine"

@@ -29,8 +29,9 @@ from typing import Any
 
 LOOPBACK = "127.0.0.1"
 RAY_TMP_ENV = "VIDLAB_RAY_TMPDIR"
-# Ray puts unix sockets at <temp>/session_<date>_<pid>/sockets/<name>; AF_UNIX paths stop at 107 bytes.
-_MAX_TEMP_LEN = 30
+# Ray puts unix sockets at <temp>/session_<date>_<usec>_<pid>/sockets/plasma_store (~64 bytes after
+# <temp> with a 7-digit pid); AF_UNIX paths stop at 107 bytes.
+_MAX_TEMP_LEN = 40
 
 
 def ray_temp_dir() -> Path:
