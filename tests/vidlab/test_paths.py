@@ -36,3 +36,20 @@ def test_old_variable_still_works_with_a_deprecation_warning(monkeypatch, tmp_pa
     monkeypatch.setenv("VIDLAB_CACHE", str(tmp_path / "old"))
     with pytest.warns(DeprecationWarning, match="VIDLAB_CACHE is deprecated: set VIDLAB_CACHE_DIR"):
         assert default_cache_dir() == tmp_path / "old"
+
+
+def test_packet_index_cache_lives_under_the_one_root(monkeypatch, tmp_path):
+    from vidlab.video.probe import _cache_file
+
+    monkeypatch.setenv("VIDLAB_CACHE_DIR", str(tmp_path / "root"))
+    monkeypatch.delenv("VIDLAB_VIDEO_INDEX_CACHE", raising=False)
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"x" * 10)
+    assert _cache_file(video, None).parent == tmp_path / "root" / "video-index"
+    import platformdirs
+
+    monkeypatch.delenv("VIDLAB_CACHE_DIR")
+    assert (
+        _cache_file(video, None).parent
+        == Path(platformdirs.user_cache_dir("vidlab", appauthor=False)) / "video-index"
+    )

@@ -123,8 +123,9 @@ def _cache_file(p: Path, stream: int | None) -> Path | None:
     st = p.stat()
     ident = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{INDEX_VERSION}|{stream}"
     key = hashlib.sha1(ident.encode()).hexdigest()
-    root = Path(os.environ.get("VIDLAB_CACHE_DIR", Path.home() / ".cache" / "vidlab")) / "video-index"
-    return root / f"{key}.npz"
+    from vidlab.paths import cache_dir  # the one cache root (platform user cache dir by default)
+
+    return cache_dir("video-index") / f"{key}.npz"
 
 
 def _load_cached(cf: Path, path: str) -> StreamIndex | None:
