@@ -24,7 +24,8 @@ DESCRIPTIONS = {
     "qa": "answer one question about a long video, printing the agent's trajectory",
     "eval-qa": "evaluate a policy on a long-video QA benchmark",
     "classify": "label training samples Direct / Adaptive / Active for VideoBrain",
-    "train-agent": "train the VideoBrain policy (toy GRPO)",
+    "train-agent": "train a VideoBrain policy (toy world on CPU, or the verl/TRL engines)",
+    "train-gen-toyworld": "train the toy world's small Wan (VAE, then transformer + UMT5) on CPU, resumably",
     "demo": "serve the Gradio generation demo",
 }
 
