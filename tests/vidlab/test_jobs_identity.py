@@ -194,3 +194,15 @@ def test_ray_temp_dir_prefers_the_cache_root_when_short_enough(monkeypatch, tmp_
     assert ray_temp_dir().name.startswith("vidlab-ray-") and len(str(ray_temp_dir())) <= 40
     monkeypatch.setenv("VIDLAB_RAY_TMPDIR", str(tmp_path / "mine"))
     assert ray_temp_dir() == tmp_path / "mine"
+
+
+def test_folder_inputs_get_a_listing_fingerprint(tmp_path):
+    d = tmp_path / "data"
+    (d / "videos").mkdir(parents=True)
+    (d / "q.json").write_text("[]")
+    (d / "videos" / "a.mp4").write_bytes(b"1234")
+    a = fingerprint_inputs(data=d)["data"]
+    assert a["files"] == 2
+    (d / "videos" / "b.mp4").write_bytes(b"5")
+    b = fingerprint_inputs(data=d)["data"]
+    assert b["files"] == 3 and b["listing_sha256"] != a["listing_sha256"]

@@ -2,7 +2,7 @@
 
 API for commands (stable; see :mod:`.job` for the rules)::
 
-    from vidlab.distributed import (run_job, open_job, make_identity, fingerprint_file,
+    from vidlab.distributed import (run_job, open_job, make_identity, fingerprint_file, fingerprint_path,
                                     fingerprint_inputs, require_fields, read_records,
                                     JobIdentityError, JobLockedError, OutputDirError)
 

@@ -68,17 +68,39 @@ def fingerprint_file(path: str | os.PathLike, full: bool | None = None) -> dict[
     return {"sha256": file_fingerprint(p, full=full), "size": p.stat().st_size}
 
 
+def fingerprint_folder(path: str | os.PathLike) -> dict[str, Any]:
+    """Fingerprint of a folder input (a benchmark's data folder): SHA-256 over the sorted relative
+    names and sizes of every file under it. Cheap on datasets of thousands of videos; it notices added,
+    removed, renamed and resized files, not an edit that keeps a file's size (fingerprint those files
+    with :func:`fingerprint_file` when that matters)."""
+    import hashlib
+
+    root = Path(path)
+    h = hashlib.sha256(b"vidlab-folder-listing-v1|")
+    n = 0
+    for p in sorted(q for q in root.rglob("*") if q.is_file()):
+        h.update(f"{p.relative_to(root).as_posix()}|{p.stat().st_size}\n".encode())
+        n += 1
+    return {"listing_sha256": h.hexdigest(), "files": n}
+
+
+def fingerprint_path(path: str | os.PathLike) -> dict[str, Any]:
+    """:func:`fingerprint_folder` for a folder, else :func:`fingerprint_file`."""
+    return fingerprint_folder(path) if Path(path).is_dir() else fingerprint_file(path)
+
+
 def fingerprint_inputs(**inputs: str | os.PathLike | Sequence[str | os.PathLike] | None) -> dict[str, Any]:
     """``fingerprint_inputs(data="q.jsonl", videos=[a, b])`` -> ``{"data": {...}, "videos": [{...}, {...}]}``;
-    ``None`` values are kept as ``None`` (an absent optional input is part of the identity too)."""
+    folders get :func:`fingerprint_folder`; ``None`` values are kept as ``None`` (an absent optional input
+    is part of the identity too)."""
     out: dict[str, Any] = {}
     for name, value in inputs.items():
         if value is None:
             out[name] = None
         elif isinstance(value, (str, os.PathLike)):
-            out[name] = fingerprint_file(value)
+            out[name] = fingerprint_path(value)
         else:
-            out[name] = [fingerprint_file(v) for v in value]
+            out[name] = [fingerprint_path(v) for v in value]
     return out
 
 
