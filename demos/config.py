@@ -1,0 +1,52 @@
+"""The demo's settings: which models it serves and the caps that keep one request from taking the machine.
+
+Resolved like every vidlab config: dataclass defaults <- ``--preset NAME|PATH`` (``configs/demo*.yaml``)
+<- ``key=value`` overrides. The generation model is itself a ``vidlab generate`` preset, so switching the demo
+from the tiny random pipeline to a trained one (or to real Wan weights) is a preset change, not a code change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DemoGenerationConfig:
+    """The generation tab: model preset, defaults shown in the UI, and hard caps."""
+
+    preset: str = "tiny"  # a `vidlab generate` preset name or path (tiny, gen-toyworld, wan2.1-t2v-1.3b, ...)
+    overrides: list[str] = field(default_factory=list)  # key=value applied to that preset
+    planner: str = "rule"  # rule | llm: fills in subjects and boxes from the prompt
+    attention_maps: bool = True  # capture per-subject cross-attention maps (costs a little time)
+    max_steps: int = field(default=50, metadata={"range": (1, 1000)})
+    max_frames: int = field(default=81, metadata={"range": (1, 1000)})
+    max_side: int = field(default=832, metadata={"range": (16, 4096)})  # pixels, height and width
+    max_subjects: int = field(default=8, metadata={"range": (1, 64)})
+    max_prompt_chars: int = field(default=1000, metadata={"range": (1, 100_000)})
+
+
+@dataclass
+class DemoQAConfig:
+    """The QA tab: the policy and agents, the synthetic examples, and upload/video caps."""
+
+    policy: str = "pixel:red"  # policy spec as for `vidlab qa` (pixel:red, toy, hf:PATH, openai:URL@MODEL)
+    clip_model: str | None = None  # CLIP model for clip_sample (None: only uniform_sample is offered)
+    clip_sampling: str = "fps=1"
+    max_calls: int = field(default=5, metadata={"range": (0, 50)})
+    synthetic_videos: int = field(default=4, metadata={"range": (0, 64)})  # needle examples made at start
+    max_upload_mb: float = field(default=200.0, metadata={"range": (0.001, 100_000.0)})
+    max_video_seconds: float = field(default=7200.0, metadata={"range": (0.1, 1e6)})
+    max_video_frames: int = field(default=500_000, metadata={"range": (1, 10**9)})
+    max_question_chars: int = field(default=2000, metadata={"range": (1, 100_000)})
+
+
+@dataclass
+class DemoConfig:
+    """Server, work area and the two tabs."""
+
+    host: str = "127.0.0.1"  # loopback unless the user asks for more with --host
+    port: int = field(default=7860, metadata={"range": (0, 65535)})  # 0 = any free port
+    queue_size: int = field(default=16, metadata={"range": (1, 10_000)})  # waiting requests beyond this are refused
+    work_dir: str | None = None  # where outputs are written (default: a fresh temporary folder)
+    generation: DemoGenerationConfig = field(default_factory=DemoGenerationConfig)
+    qa: DemoQAConfig = field(default_factory=DemoQAConfig)

@@ -1,0 +1,198 @@
+"""The QA tab: a video (uploaded or synthetic), a question, and the agent's trajectory as it unfolds.
+
+``QAService`` loads the configured policy once and drives a real ``Episode`` turn by turn
+(``understanding.env.iter_episode``), so what the page shows is exactly what ``vidlab qa`` would do:
+each turn's thinking, each tool call, the frames it looked at (with frame numbers and timestamps), the
+answer, and the tallies of frames used and calls made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from demos.config import DemoQAConfig
+from demos.work import WorkArea
+from vidlab.errors import UserError
+
+
+class QAInputError(UserError):
+    """A QA request the demo refuses (no video, too long, too large, no question, bad options)."""
+
+
+class QAService:
+    """The policy (loaded once), the synthetic examples, validation, and the streamed episode."""
+
+    def __init__(self, config: DemoQAConfig, work: WorkArea):
+        from understanding.evaluate import AGENT, QAWorker
+
+        self.config = config
+        self.work = work
+        self.worker = QAWorker(
+            config.policy,
+            AGENT,
+            {"max_calls": int(config.max_calls)},
+            clip_model=config.clip_model,
+            clip_sampling=config.clip_sampling,
+            cache_dir=str(work.root / "frame_index"),
+        )
+        self._lock = threading.Lock()
+        self._examples: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def policy_name(self) -> str:
+        return str(self.worker.policy_name)
+
+    # ---- synthetic examples --------------------------------------------------------------------------
+    def examples(self) -> dict[str, dict[str, Any]]:
+        """name -> {video, question, options, answer}: needle videos written once into the work area."""
+        with self._lock:
+            if self._examples is None:
+                self._examples = {}
+                if self.config.synthetic_videos > 0:
+                    from understanding.benchmarks.synthetic import write_needle_benchmark
+
+                    path = write_needle_benchmark(self.work.root / "synthetic", n=int(self.config.synthetic_videos))
+                    for line in Path(path).read_text().splitlines():
+                        row = json.loads(line)
+                        video = Path(row["video"])
+                        video = video if video.is_absolute() else Path(path).parent / video
+                        name = f"{row['id']} ({'needle' if row['answer'] == 'A' else 'distractor'})"
+                        self._examples[name] = {**row, "video": str(video)}
+            return self._examples
+
+    # ---- validation ---------------------------------------------------------------------------------
+    def check(self, video: str | None, question: str, options_text: str) -> tuple[Any, str, list[str] | None]:
+        """Open and cap-check the video; parse the options (one per line; none = open-ended)."""
+        from vidlab.video import open_video
+
+        cfg = self.config
+        if not video:
+            raise QAInputError("upload a video or pick a synthetic one")
+        size = os.path.getsize(video)
+        if size > cfg.max_upload_mb * 1e6:
+            raise QAInputError(f"the video is {size / 1e6:.1f} MB; this demo accepts at most {cfg.max_upload_mb:g} MB")
+        question = (question or "").strip()
+        if not question:
+            raise QAInputError("enter a question")
+        if len(question) > cfg.max_question_chars:
+            raise QAInputError(f"the question has {len(question)} characters; at most {cfg.max_question_chars}")
+        options = [o.strip() for o in (options_text or "").splitlines() if o.strip()] or None
+        if options is not None and not 2 <= len(options) <= 6:
+            raise QAInputError(f"give 2 to 6 options, one per line (got {len(options)}), or none for open-ended")
+        reader = open_video(video)  # VideoReadError (a UserError) names the file and the reason
+        if reader.duration > cfg.max_video_seconds:
+            raise QAInputError(
+                f"the video lasts {reader.duration:.0f} s; this demo accepts at most {cfg.max_video_seconds:g} s"
+            )
+        if reader.num_frames > cfg.max_video_frames:
+            raise QAInputError(f"the video has {reader.num_frames} frames; at most {cfg.max_video_frames}")
+        return reader, question, options
+
+    # ---- the episode, streamed -----------------------------------------------------------------------
+    def run(self, video: str, question: str, options_text: str) -> Iterator[dict[str, Any]]:
+        """Yield the trajectory's state after the opening view and after every assistant turn."""
+        from understanding.env import Episode, iter_episode
+
+        reader, question, options = self.check(video, question, options_text)
+        episode = Episode(reader, question, options, self.worker.episode, self.worker.agents(reader, video))
+        for _ in iter_episode(self.worker.policy, episode):
+            yield render_state(episode)
+        traj = episode.trajectory()
+        state = render_state(episode)
+        state["final"] = {
+            "answer": traj.answer,
+            "predicted": traj.predicted,
+            "valid": traj.valid,
+            "invalid_reason": traj.invalid_reason,
+            "end_reason": traj.end_reason,
+            "frames_used": traj.num_frames_used,
+            "frame_indices": traj.frames_used,
+            "tool_calls": traj.num_tool_calls,
+            "calls": traj.tool_calls,
+        }
+        yield state
+
+
+def render_state(episode: Any) -> dict[str, Any]:
+    """The episode so far as markdown turns, a frame gallery (image, caption) and tallies."""
+    from understanding import protocol as P
+
+    lines, gallery = [], []
+    for k, msg in enumerate(episode.messages):
+        frames = msg.frames
+        if msg.role == "assistant":
+            turn = P.parse_assistant_turn(msg.text)
+            n = sum(1 for m in episode.messages[: k + 1] if m.role == "assistant")
+            lines.append(f"**Turn {n}**")
+            if turn.thinking:
+                lines.append(f"> thinking: {turn.thinking.strip()}")
+            if turn.tool_call is not None:
+                lines.append(f"- tool call: `{turn.tool_call.name}` {json.dumps(turn.tool_call.args)}")
+            if turn.answer is not None:
+                lines.append(f"- answer: **{turn.answer.strip()}**")
+            if turn.error:
+                lines.append(f"- breaks the protocol: {turn.error}")
+        elif frames:
+            where = "initial view" if not any(m.role == "assistant" for m in episode.messages[:k]) else "observation"
+            lines.append(f"*{where}: {len(frames)} frames ({', '.join(str(f.index) for f in frames)})*")
+            for f in frames:
+                gallery.append((f.image, f"{where}: frame {f.index} at {f.timestamp:.2f} s"))
+    calls = len(episode.call_records)
+    tallies = f"frames used: **{len(episode.shown)}** of {episode.total_frames} · tool calls: **{calls}**"
+    if episode.done:
+        tallies += f" · ended: {episode.end_reason}"
+    return {"markdown": "\n\n".join(lines), "gallery": gallery, "tallies": tallies, "answer": episode.answer or ""}
+
+
+# ----------------------------------------------------------------------------------------------------- UI
+def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
+    """Lay out the tab's components and wire its events (call inside a ``gr.Blocks``)."""
+    import gradio as gr
+
+    examples = service.examples()
+    with gr.Row():
+        with gr.Column(scale=2):
+            upload = gr.Video(label=f"Upload a video (at most {max_upload_mb:g} MB)", sources=["upload"], elem_id="qa-upload")
+            example = gr.Dropdown(
+                choices=list(examples), value=None, label="...or pick a synthetic video", elem_id="qa-example"
+            )
+            question = gr.Textbox(label="Question", elem_id="qa-question")
+            options = gr.Textbox(label="Options, one per line (leave empty for open-ended)", lines=4, elem_id="qa-options")
+            gr.Markdown(f"Policy: `{service.policy_name}`")
+            run_btn = gr.Button("Ask", variant="primary", elem_id="qa-run")
+        with gr.Column(scale=3):
+            tallies = gr.Markdown(elem_id="qa-tallies")
+            answer = gr.Textbox(label="Answer", interactive=False, elem_id="qa-answer")
+            turns = gr.Markdown(label="Trajectory", elem_id="qa-turns")
+            gallery = gr.Gallery(label="Frames the agent looked at", columns=6, height=300, elem_id="qa-frames")
+            final = gr.JSON(label="Result")
+    chosen = gr.State(None)
+
+    def on_example(name):
+        row = examples.get(name or "")
+        if row is None:
+            return None, gr.update(), gr.update()
+        return name, row["question"], "\n".join(row.get("options") or [])
+
+    def on_run(video, picked, q, opts):
+        path = video if video else (examples[picked]["video"] if picked in examples else None)
+        try:
+            for state in service.run(path, q, opts):
+                yield state["tallies"], state["answer"], state["markdown"], state["gallery"], state.get("final")
+        except UserError as exc:
+            raise gr.Error(str(exc)) from None
+
+    example.change(on_example, [example], [chosen, question, options], api_name=False)
+    run_btn.click(
+        on_run,
+        [upload, chosen, question, options],
+        [tallies, answer, turns, gallery, final],
+        api_name="qa",
+        concurrency_limit=1,
+        concurrency_id="qa-policy",
+    )

@@ -1,0 +1,225 @@
+"""The demo served for real on 127.0.0.1 and driven over HTTP with gradio_client (tiny models)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gradio")
+pytest.importorskip("gradio_client")
+
+from demos.app import build_demo, launch  # noqa: E402
+from demos.config import DemoConfig, DemoGenerationConfig, DemoQAConfig  # noqa: E402
+
+PROMPT = "a red cat on the left of a blue dog"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    work = tmp_path_factory.mktemp("demo-work")
+    cfg = DemoConfig(
+        port=_free_port(),
+        work_dir=str(work),
+        generation=DemoGenerationConfig(preset="tiny", overrides=["height=32", "width=32", "frames=9"], max_steps=6),
+        qa=DemoQAConfig(policy="pixel:red", synthetic_videos=2, max_upload_mb=5),
+    )
+    demo = build_demo(cfg)
+    _, url, _ = launch(demo, cfg, prevent_thread_lock=True)
+    assert url.startswith("http://127.0.0.1:")
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    yield {"demo": demo, "url": url, "client": client, "cfg": cfg, "work": Path(work)}
+    client.close() if hasattr(client, "close") else None
+    demo.close()
+
+
+def _table(client):
+    subjects, table, _ = client.predict(PROMPT, "", api_name="/plan")
+    return subjects, table
+
+
+def _frames(video) -> np.ndarray:
+    """Decode a video output of the API (a path, or a dict with the path under "video")."""
+    from vidlab.video import open_video
+
+    r = open_video(video["video"] if isinstance(video, dict) else video)
+    return r.get_frames(list(range(r.num_frames)))
+
+
+def test_plan_then_generate_end_to_end(served):
+    client = served["client"]
+    subjects, table = _table(client)
+    assert subjects == "red cat; blue dog"
+    assert [row[0] for row in table["data"]] == ["red cat", "blue dog"]
+    video, maps, info, layout_file = client.predict(
+        PROMPT, table, True, 0.5, True, 0.5, 0, 2, api_name="/generate"
+    )
+    frames = _frames(video)
+    assert frames.shape == (9, 32, 32, 3)
+    assert len(maps) == 2 and all(Path(m["image"]).is_file() for m in maps)
+    assert all("LAM biased steps [0]" in m["caption"] for m in maps)
+    assert info["comp_attn"] is True and info["lam_biased_steps"] == [0] and info["subjects"] == ["red cat", "blue dog"]
+    # the downloadable layout is the `vidlab generate --layout` format
+    from generation.layout import Layout
+
+    lay = Layout.load(layout_file)
+    assert lay.phrases == ["red cat", "blue dog"]
+    assert lay.prompt == PROMPT
+
+
+def test_an_edited_box_reaches_the_generation(served):
+    client = served["client"]
+    _, table = _table(client)
+    table["data"][0][2:6] = [0.0, 0.0, 0.25, 0.25]
+    *_, layout_file = client.predict(PROMPT, table, True, 0.5, True, 0.5, 0, 2, api_name="/generate")
+    from generation.layout import Layout
+
+    assert Layout.load(layout_file).subjects[0].keyframes[0][1] == (0.0, 0.0, 0.25, 0.25)
+
+
+def test_two_concurrent_requests_never_share_the_controller(served):
+    """Submitted together, each result equals the same request run alone (state never leaks between calls)."""
+    client = served["client"]
+    _, table = _table(client)
+    args = {s: (PROMPT, table, True, 0.5, True, 0.5, s, 2) for s in (1, 2)}
+    alone = {s: _frames(client.predict(*a, api_name="/generate")[0]) for s, a in args.items()}
+    with ThreadPoolExecutor(2) as pool:
+        futures = {s: pool.submit(client.predict, *a, api_name="/generate") for s, a in args.items()}
+        together = {s: _frames(f.result()[0]) for s, f in futures.items()}
+    assert not np.array_equal(alone[1], alone[2])  # the seeds differ, so a leak would show
+    for s in args:
+        np.testing.assert_array_equal(together[s], alone[s])
+
+
+def test_side_by_side_is_one_click(served):
+    client = served["client"]
+    _, table = _table(client)
+    video, _, info, _ = client.predict(PROMPT, table, True, 0.5, True, 0.5, 0, 2, api_name="/compare")
+    both = _frames(video)
+    assert both.shape[2] >= 2 * 32 + 2 and info["left"] == "without Comp-Attn"
+    plain, comp = both[:, :, :32], both[:, :, 34:66]
+    assert np.abs(plain.astype(int) - comp.astype(int)).mean() > 0.5  # Comp-Attn changed the video
+
+
+def test_caps_are_clear_messages(served):
+    from gradio_client.exceptions import AppError
+
+    client = served["client"]
+    _, table = _table(client)
+    with pytest.raises(AppError, match="greater than maximum value 6"):  # the slider's own bound = the cap
+        client.predict(PROMPT, table, True, 0.5, True, 0.5, 0, 99, api_name="/generate")
+    with pytest.raises(AppError, match="not in the prompt|not found|no box|does not occur"):
+        bad = {**table, "data": [["a green frog", 0.0, 0.1, 0.1, 0.5, 0.5]]}
+        client.predict(PROMPT, bad, True, 0.5, True, 0.5, 0, 2, api_name="/generate")
+
+
+def test_qa_trajectory_end_to_end(served, tmp_path):
+    from gradio_client import handle_file
+
+    from understanding.benchmarks.synthetic import write_needle_benchmark
+
+    path = write_needle_benchmark(tmp_path / "needles", n=2, num_frames=200)
+    row = json.loads(Path(path).read_text().splitlines()[1])  # a distractor: the pixel policy must look more
+    video = Path(row["video"]) if Path(row["video"]).is_absolute() else Path(path).parent / row["video"]
+    tallies, answer, turns, gallery, final = served["client"].predict(
+        handle_file(str(video)), row["question"], "\n".join(row["options"]), api_name="/qa"
+    )
+    assert final["tool_calls"] >= 1 and final["calls"][0]["name"] == "uniform_sample"
+    assert "tool call: `uniform_sample`" in turns and "**Turn 1**" in turns
+    assert answer == "B" and final["answer"] == answer and row["answer"] == "B"
+    assert f"tool calls: **{final['tool_calls']}**" in tallies
+    import re
+
+    shown = {int(re.search(r"frame (\d+) at", g["caption"]).group(1)) for g in gallery}
+    assert shown == set(final["frame_indices"]) and len(shown) == final["frames_used"]
+
+
+def test_only_app_files_are_served(served, tmp_path):
+    import requests
+
+    url = served["url"].rstrip("/")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not for the demo")
+    for target in ("/etc/passwd", str(outside), str(ROOT / "pyproject.toml")):
+        r = requests.get(f"{url}/gradio_api/file={target}", timeout=30)
+        assert r.status_code in (403, 404), (target, r.status_code)
+        assert "not for the demo" not in r.text and "root:" not in r.text
+    # a crafted API call (raw HTTP, not the client, which would upload the file itself) naming a server path
+    # as the video input is refused before the handler runs
+    body = {"data": [{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, "q?", "a\nb"]}
+    r = requests.post(f"{url}/gradio_api/call/qa", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    event = r.json()["event_id"]
+    stream = requests.get(f"{url}/gradio_api/call/qa/{event}", timeout=120).text
+    assert "event: error" in stream and "root:" not in stream, stream
+    assert not any("passwd" in str(p) for p in served["work"].rglob("*"))
+
+
+def test_uploads_over_the_limit_are_refused(served, tmp_path):
+    import requests
+
+    big = tmp_path / "big.mp4"
+    big.write_bytes(b"\0" * (6 * 1_000_000))  # the fixture's cap is 5 MB
+    with big.open("rb") as f:
+        r = requests.post(f"{served['url'].rstrip('/')}/gradio_api/upload", files={"files": f}, timeout=60)
+    assert r.status_code == 413 or "too large" in r.text.lower() or "exceeds" in r.text.lower()
+
+
+def test_cli_mistakes_are_one_line(tmp_path):
+    for argv, needle in (
+        (["demo", "--port", "abc"], "invalid int value"),
+        (["demo", "generation.nonsense=1"], "nonsense"),
+        (["demo", "generation.preset=no-such-preset", f"work_dir={tmp_path}"], "no-such-preset"),
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "vidlab.cli", *argv], capture_output=True, text=True, timeout=300, cwd=ROOT
+        )
+        assert p.returncode == 2, (argv, p.stderr)
+        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip() and "Warning" not in ln]
+        assert needle in p.stderr and "Traceback" not in p.stderr, p.stderr
+        assert len([ln for ln in lines if "error" in ln]) == 1, p.stderr
+
+
+def test_service_caps_name_the_setting(tmp_path):
+    """Caps hold below the UI too (API callers, presets): each refusal names the config key to change."""
+    from demos.generation_tab import DemoInputError, GenerationService
+    from demos.qa_tab import QAInputError, QAService
+    from demos.work import WorkArea
+
+    work = WorkArea(tmp_path)
+    gen = GenerationService(DemoGenerationConfig(overrides=["frames=17"], max_steps=4, max_frames=9), work)
+    with pytest.raises(DemoInputError, match="max_steps"):
+        gen.settings(steps=5)
+    with pytest.raises(DemoInputError, match="max_frames=9"):
+        gen.settings(steps=2)
+    with pytest.raises(DemoInputError, match="max_prompt_chars"):
+        gen.check_prompt("x" * 5000)
+    qa = QAService(DemoQAConfig(synthetic_videos=0, max_upload_mb=0.001, max_video_seconds=1.0), work)
+    from vidlab.video.synth import render_synthetic
+
+    video = tmp_path / "v.mp4"
+    render_synthetic(video, num_frames=48, fps=12, width=64, height=48, seed=0)
+    with pytest.raises(QAInputError, match="at most 0.001 MB"):
+        qa.check(str(video), "what?", "a\nb")
+    qa.config.max_upload_mb = 100
+    with pytest.raises(QAInputError, match="at most 1 s"):
+        qa.check(str(video), "what?", "a\nb")
+    with pytest.raises(QAInputError, match="2 to 6 options"):
+        qa.check(str(video), "what?", "only one")
+    with pytest.raises(QAInputError, match="enter a question"):
+        qa.check(str(video), "  ", "a\nb")
