@@ -46,7 +46,9 @@ class DemoConfig:
 
     host: str = "127.0.0.1"  # loopback unless the user asks for more with --host
     port: int = field(default=7860, metadata={"range": (0, 65535)})  # 0 = any free port
-    queue_size: int = field(default=16, metadata={"range": (1, 10_000)})  # waiting requests beyond this are refused
+    queue_size: int = field(
+        default=16, metadata={"range": (1, 10_000)}
+    )  # waiting requests beyond this are refused
     work_dir: str | None = None  # where outputs are written (default: a fresh temporary folder)
     generation: DemoGenerationConfig = field(default_factory=DemoGenerationConfig)
     qa: DemoQAConfig = field(default_factory=DemoQAConfig)

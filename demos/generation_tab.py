@@ -67,7 +67,9 @@ def rows_to_layout(prompt: str, rows: Any, relations: list[dict[str, Any]] | Non
         try:
             t, *box = (float(c) for c in cells[1:])
         except (TypeError, ValueError):
-            raise DemoInputError(f"box table row {r + 1} ({label}): t, x0, y0, x1, y1 must be numbers") from None
+            raise DemoInputError(
+                f"box table row {r + 1} ({label}): t, x0, y0, x1, y1 must be numbers"
+            ) from None
         key = _split_label(label)
         if key not in keyframes:
             order.append(key)
@@ -168,7 +170,9 @@ class GenerationService:
 
         self.config = config
         self.work = work
-        self.base = resolve(GenerateConfig, config.preset, list(config.overrides))  # a bad preset fails at start
+        self.base = resolve(
+            GenerateConfig, config.preset, list(config.overrides)
+        )  # a bad preset fails at start
         self._pipe: Any = None
         self._lock = threading.Lock()
 
@@ -208,14 +212,18 @@ class GenerationService:
         if not 1 <= steps <= cap.max_steps:
             raise DemoInputError(f"steps={steps} is outside 1..{cap.max_steps} (generation.max_steps)")
         if self.base.frames > cap.max_frames:
-            raise DemoInputError(f"the preset's {self.base.frames} frames exceed generation.max_frames={cap.max_frames}")
+            raise DemoInputError(
+                f"the preset's {self.base.frames} frames exceed generation.max_frames={cap.max_frames}"
+            )
         if max(self.base.height, self.base.width) > cap.max_side:
             raise DemoInputError(
                 f"the preset's {self.base.width}x{self.base.height} exceeds generation.max_side={cap.max_side}"
             )
         ca = self.base.comp_attn
         sci = dataclasses.replace(
-            ca.sci, enabled=bool(ui.get("sci", ca.sci.enabled)), strength=float(ui.get("sci_strength", ca.sci.strength))
+            ca.sci,
+            enabled=bool(ui.get("sci", ca.sci.enabled)),
+            strength=float(ui.get("sci_strength", ca.sci.strength)),
         )
         lam = dataclasses.replace(
             ca.lam,
@@ -279,9 +287,10 @@ class GenerationService:
         maps = []
         if res.maps is not None:
             biased = sorted({int(e["step"]) for e in res.lam_log})
-            maps = [(str(p), f"{name} (LAM biased steps {biased or 'none'})") for p, name in zip(
-                res.maps.save_png(out / "attention"), res.maps.names
-            )]
+            maps = [
+                (str(p), f"{name} (LAM biased steps {biased or 'none'})")
+                for p, name in zip(res.maps.save_png(out / "attention"), res.maps.names)
+            ]
         summary = {
             "prompt": prompt,
             "model": self.model_name,
@@ -347,7 +356,8 @@ def build_generation_tab(service: GenerationService) -> None:
                 max_length=service.config.max_prompt_chars,
             )
             subjects = gr.Textbox(
-                label="Subjects (; separated; the planner fills them in, edit and re-plan)", elem_id="gen-subjects"
+                label="Subjects (; separated; the planner fills them in, edit and re-plan)",
+                elem_id="gen-subjects",
             )
             plan_btn = gr.Button("Plan layout", elem_id="gen-plan")
             table = gr.Dataframe(
@@ -359,8 +369,12 @@ def build_generation_tab(service: GenerationService) -> None:
                 elem_id="gen-boxes",
             )
             with gr.Row():
-                keyframe = gr.Dropdown(choices=["0"], value="0", label="Keyframe on the canvas", elem_id="gen-keyframe")
-                layout_upload = gr.UploadButton("Upload layout JSON", file_types=[".json"], elem_id="gen-upload")
+                keyframe = gr.Dropdown(
+                    choices=["0"], value="0", label="Keyframe on the canvas", elem_id="gen-keyframe"
+                )
+                layout_upload = gr.UploadButton(
+                    "Upload layout JSON", file_types=[".json"], elem_id="gen-upload"
+                )
                 layout_download = gr.File(label="Layout JSON (same format as vidlab generate --layout)")
             canvas = (
                 image_annotator(label="Drag the boxes of this keyframe", sources=[], show_clear_button=False)
@@ -371,20 +385,27 @@ def build_generation_tab(service: GenerationService) -> None:
         with gr.Column(scale=2):
             with gr.Accordion("Comp-Attn", open=True):
                 sci = gr.Checkbox(value=service.base.comp_attn.sci.enabled, label="SCI (subject presence)")
-                sci_strength = gr.Slider(0, 2, value=service.base.comp_attn.sci.strength, step=0.05, label="SCI strength")
+                sci_strength = gr.Slider(
+                    0, 2, value=service.base.comp_attn.sci.strength, step=0.05, label="SCI strength"
+                )
                 lam = gr.Checkbox(value=service.base.comp_attn.lam.enabled, label="LAM (layout)")
                 step_fraction = gr.Slider(
                     0, 1, value=service.base.comp_attn.lam.step_fraction, step=0.05, label="LAM step fraction"
                 )
             seed = gr.Number(value=service.base.seed, precision=0, label="Seed")
             steps = gr.Slider(1, service.config.max_steps, value=service.base.steps, step=1, label="Steps")
-            gr.Markdown(f"Model preset: `{service.config.preset}` ({service.model_name}, {w}x{h}, {service.base.frames} frames)")
+            gr.Markdown(
+                f"Model preset: `{service.config.preset}` ({service.model_name}, {w}x{h}, {service.base.frames} frames)"
+            )
             gen_btn = gr.Button("Generate", variant="primary", elem_id="gen-run")
             cmp_btn = gr.Button("Side by side without Comp-Attn (same seed)", elem_id="gen-compare")
             video = gr.Video(label="Video", elem_id="gen-video", autoplay=True, loop=True)
-            maps = gr.Gallery(label="Per-subject cross-attention (rows: steps; LAM-biased steps named)", columns=2)
+            maps = gr.Gallery(
+                label="Per-subject cross-attention (rows: steps; LAM-biased steps named)", columns=2
+            )
             info = gr.JSON(label="What Comp-Attn did")
     relations = gr.State([])
+    track_tqdm = gr.Progress(track_tqdm=True)  # Gradio reads the progress tracker from the default argument
 
     def on_plan(p, subj):
         try:
@@ -431,7 +452,7 @@ def build_generation_tab(service: GenerationService) -> None:
             raise gr.Error("the box table is empty: press 'Plan layout' or add rows")
         return lay
 
-    def on_generate(p, rows, rels, sc, scs, la, sf, sd, st, progress=gr.Progress(track_tqdm=True)):
+    def on_generate(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
         lay = _layout(p, rows, rels)
         try:
             r = service.generate(
@@ -443,17 +464,22 @@ def build_generation_tab(service: GenerationService) -> None:
             raise gr.Error(str(exc)) from None
         return r["video"], r["maps"], r["summary"], r["layout_json"]
 
-    def on_compare(p, rows, rels, sc, scs, la, sf, sd, st, progress=gr.Progress(track_tqdm=True)):
+    def on_compare(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
         lay = _layout(p, rows, rels)
         try:
             r = service.compare(p, lay, sci=sc, sci_strength=scs, lam=la, step_fraction=sf, seed=sd, steps=st)
         except (UserError, ValueError) as exc:
             raise gr.Error(str(exc)) from None
-        return r["video"], r["comp_attn"]["maps"], {
-            "left": "without Comp-Attn",
-            "right": "with Comp-Attn",
-            **r["comp_attn"]["summary"],
-        }, r["comp_attn"]["layout_json"]
+        return (
+            r["video"],
+            r["comp_attn"]["maps"],
+            {
+                "left": "without Comp-Attn",
+                "right": "with Comp-Attn",
+                **r["comp_attn"]["summary"],
+            },
+            r["comp_attn"]["layout_json"],
+        )
 
     def on_upload(file):
         from generation.layout import Layout
@@ -480,11 +506,14 @@ def build_generation_tab(service: GenerationService) -> None:
     keyframe.change(on_table, [prompt, table, relations, keyframe], table_outputs, api_name=False)
     if canvas is not None:
         canvas.change(on_canvas, [table, canvas, keyframe], [table], api_name=False).then(
-            lambda p, rows, rels: _preview(p, rows, rels), [prompt, table, relations], [preview], api_name=False
+            lambda p, rows, rels: _preview(p, rows, rels),
+            [prompt, table, relations],
+            [preview],
+            api_name=False,
         )
-    layout_upload.upload(on_upload, [layout_upload], [prompt, subjects, table, relations, keyframe], api_name=False).then(
-        on_table, [prompt, table, relations, keyframe], table_outputs, api_name=False
-    )
+    layout_upload.upload(
+        on_upload, [layout_upload], [prompt, subjects, table, relations, keyframe], api_name=False
+    ).then(on_table, [prompt, table, relations, keyframe], table_outputs, api_name=False)
     run_inputs = [prompt, table, relations, sci, sci_strength, lam, step_fraction, seed, steps]
     gen_btn.click(
         on_generate,
@@ -502,4 +531,3 @@ def build_generation_tab(service: GenerationService) -> None:
         concurrency_limit=1,
         concurrency_id="generation-model",
     )
-

@@ -56,7 +56,9 @@ class QAService:
                 if self.config.synthetic_videos > 0:
                     from understanding.benchmarks.synthetic import write_needle_benchmark
 
-                    path = write_needle_benchmark(self.work.root / "synthetic", n=int(self.config.synthetic_videos))
+                    path = write_needle_benchmark(
+                        self.work.root / "synthetic", n=int(self.config.synthetic_videos)
+                    )
                     for line in Path(path).read_text().splitlines():
                         row = json.loads(line)
                         video = Path(row["video"])
@@ -75,15 +77,21 @@ class QAService:
             raise QAInputError("upload a video or pick a synthetic one")
         size = os.path.getsize(video)
         if size > cfg.max_upload_mb * 1e6:
-            raise QAInputError(f"the video is {size / 1e6:.1f} MB; this demo accepts at most {cfg.max_upload_mb:g} MB")
+            raise QAInputError(
+                f"the video is {size / 1e6:.1f} MB; this demo accepts at most {cfg.max_upload_mb:g} MB"
+            )
         question = (question or "").strip()
         if not question:
             raise QAInputError("enter a question")
         if len(question) > cfg.max_question_chars:
-            raise QAInputError(f"the question has {len(question)} characters; at most {cfg.max_question_chars}")
+            raise QAInputError(
+                f"the question has {len(question)} characters; at most {cfg.max_question_chars}"
+            )
         options = [o.strip() for o in (options_text or "").splitlines() if o.strip()] or None
         if options is not None and not 2 <= len(options) <= 6:
-            raise QAInputError(f"give 2 to 6 options, one per line (got {len(options)}), or none for open-ended")
+            raise QAInputError(
+                f"give 2 to 6 options, one per line (got {len(options)}), or none for open-ended"
+            )
         reader = open_video(video)  # VideoReadError (a UserError) names the file and the reason
         if reader.duration > cfg.max_video_seconds:
             raise QAInputError(
@@ -138,7 +146,11 @@ def render_state(episode: Any) -> dict[str, Any]:
             if turn.error:
                 lines.append(f"- breaks the protocol: {turn.error}")
         elif frames:
-            where = "initial view" if not any(m.role == "assistant" for m in episode.messages[:k]) else "observation"
+            where = (
+                "initial view"
+                if not any(m.role == "assistant" for m in episode.messages[:k])
+                else "observation"
+            )
             lines.append(f"*{where}: {len(frames)} frames ({', '.join(str(f.index) for f in frames)})*")
             for f in frames:
                 gallery.append((f.image, f"{where}: frame {f.index} at {f.timestamp:.2f} s"))
@@ -146,7 +158,12 @@ def render_state(episode: Any) -> dict[str, Any]:
     tallies = f"frames used: **{len(episode.shown)}** of {episode.total_frames} · tool calls: **{calls}**"
     if episode.done:
         tallies += f" · ended: {episode.end_reason}"
-    return {"markdown": "\n\n".join(lines), "gallery": gallery, "tallies": tallies, "answer": episode.answer or ""}
+    return {
+        "markdown": "\n\n".join(lines),
+        "gallery": gallery,
+        "tallies": tallies,
+        "answer": episode.answer or "",
+    }
 
 
 # ----------------------------------------------------------------------------------------------------- UI
@@ -157,19 +174,27 @@ def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
     examples = service.examples()
     with gr.Row():
         with gr.Column(scale=2):
-            upload = gr.Video(label=f"Upload a video (at most {max_upload_mb:g} MB)", sources=["upload"], elem_id="qa-upload")
+            upload = gr.Video(
+                label=f"Upload a video (at most {max_upload_mb:g} MB)",
+                sources=["upload"],
+                elem_id="qa-upload",
+            )
             example = gr.Dropdown(
                 choices=list(examples), value=None, label="...or pick a synthetic video", elem_id="qa-example"
             )
             question = gr.Textbox(label="Question", elem_id="qa-question")
-            options = gr.Textbox(label="Options, one per line (leave empty for open-ended)", lines=4, elem_id="qa-options")
+            options = gr.Textbox(
+                label="Options, one per line (leave empty for open-ended)", lines=4, elem_id="qa-options"
+            )
             gr.Markdown(f"Policy: `{service.policy_name}`")
             run_btn = gr.Button("Ask", variant="primary", elem_id="qa-run")
         with gr.Column(scale=3):
             tallies = gr.Markdown(elem_id="qa-tallies")
             answer = gr.Textbox(label="Answer", interactive=False, elem_id="qa-answer")
             turns = gr.Markdown(label="Trajectory", elem_id="qa-turns")
-            gallery = gr.Gallery(label="Frames the agent looked at", columns=6, height=300, elem_id="qa-frames")
+            gallery = gr.Gallery(
+                label="Frames the agent looked at", columns=6, height=300, elem_id="qa-frames"
+            )
             final = gr.JSON(label="Result")
     chosen = gr.State(None)
 
@@ -183,7 +208,13 @@ def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
         path = video if video else (examples[picked]["video"] if picked in examples else None)
         try:
             for state in service.run(path, q, opts):
-                yield state["tallies"], state["answer"], state["markdown"], state["gallery"], state.get("final")
+                yield (
+                    state["tallies"],
+                    state["answer"],
+                    state["markdown"],
+                    state["gallery"],
+                    state.get("final"),
+                )
         except UserError as exc:
             raise gr.Error(str(exc)) from None
 
