@@ -68,7 +68,9 @@ def test_browser_edit_a_box_and_generate(browser, tmp_path):
     cfg = DemoConfig(
         port=_free_port(),
         work_dir=str(tmp_path / "work"),
-        generation=DemoGenerationConfig(overrides=["height=32", "width=32", "frames=9", "steps=2"], max_steps=4),
+        generation=DemoGenerationConfig(
+            overrides=["height=32", "width=32", "frames=9", "steps=2"], max_steps=4
+        ),
         qa=DemoQAConfig(synthetic_videos=0),
     )
     demo = build_demo(cfg)
@@ -87,7 +89,9 @@ def test_browser_edit_a_box_and_generate(browser, tmp_path):
         editor = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f"{cell} textarea, {cell} input"))
         editor.send_keys(Keys.CONTROL, "a")
         editor.send_keys("0.3", Keys.ENTER)
-        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f"{cell} span[data-editable]").text.strip() == "0.3")
+        wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, f"{cell} span[data-editable]").text.strip() == "0.3"
+        )
         browser.find_element(By.CSS_SELECTOR, "#gen-run").click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gen-video video[src]"))
         src = browser.find_element(By.CSS_SELECTOR, "#gen-video video[src]").get_attribute("src")
@@ -97,10 +101,11 @@ def test_browser_edit_a_box_and_generate(browser, tmp_path):
         browser.save_screenshot(str(shot))
         assert shot.stat().st_size > 10_000
         # the edited box is the one that was generated with
-        layouts = sorted((Path(cfg.work_dir) / "generate").glob("*/layout.json"), key=lambda p: p.stat().st_mtime)
+        layouts = sorted(
+            (Path(cfg.work_dir) / "generate").glob("*/layout.json"), key=lambda p: p.stat().st_mtime
+        )
         from generation.layout import Layout
 
         assert layouts and Layout.load(layouts[-1]).subjects[0].keyframes[0][1][2] == pytest.approx(0.3)
     finally:
         demo.close()
-

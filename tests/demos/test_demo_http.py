@@ -34,7 +34,9 @@ def served(tmp_path_factory):
     cfg = DemoConfig(
         port=_free_port(),
         work_dir=str(work),
-        generation=DemoGenerationConfig(preset="tiny", overrides=["height=32", "width=32", "frames=9"], max_steps=6),
+        generation=DemoGenerationConfig(
+            preset="tiny", overrides=["height=32", "width=32", "frames=9"], max_steps=6
+        ),
         qa=DemoQAConfig(policy="pixel:red", synthetic_videos=2, max_upload_mb=5),
     )
     demo = build_demo(cfg)
@@ -73,7 +75,11 @@ def test_plan_then_generate_end_to_end(served):
     assert frames.shape == (9, 32, 32, 3)
     assert len(maps) == 2 and all(Path(m["image"]).is_file() for m in maps)
     assert all("LAM biased steps [0]" in m["caption"] for m in maps)
-    assert info["comp_attn"] is True and info["lam_biased_steps"] == [0] and info["subjects"] == ["red cat", "blue dog"]
+    assert (
+        info["comp_attn"] is True
+        and info["lam_biased_steps"] == [0]
+        and info["subjects"] == ["red cat", "blue dog"]
+    )
     # the downloadable layout is the `vidlab generate --layout` format
     from generation.layout import Layout
 
