@@ -4,7 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # torch/torchvision are pinned as a pair (see README: the CPU 2.13.0 file breaks PyPI's torchvision).
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
-EXTRAS ?= all,dev
+# rl (verl + TRL) and torchcodec install beside the rest, so the tests prove every extra works with the others.
+EXTRAS ?= all,dev,rl,torchcodec
 OUT ?= outputs/quickstart
 PYTEST_ARGS ?=
 
