@@ -693,8 +693,15 @@ def run_eval(
         loaded = LoadResult(cfg.benchmark, list(items))
     qa = loaded.items if cfg.limit is None else loaded.items[: cfg.limit]
     common = eval_identity(cfg)
+    policy_obj: Any = None
     if policy is not None:
         common["policy_object"] = getattr(policy, "name", type(policy).__name__)
+    elif cfg.backend == "local":
+        # in-process: load the model once for every strategy, and before anything is written, so that a
+        # model that cannot load is reported without leaving a half-made folder (Ray actors load their own)
+        from understanding.policies import load_policy
+
+        policy_obj = load_policy(cfg.policy, **(cfg.policy_kwargs or {}))
     summaries: dict[str, dict[str, Any]] = {}
     with open_job(out, common, overwrite=overwrite):
         save_resolved(cfg, out)
@@ -705,7 +712,7 @@ def run_eval(
             label = strategy_label(strategy)
             summaries[label] = evaluate_items(
                 qa,
-                policy if policy is not None else cfg.policy,
+                policy if policy is not None else (policy_obj if cfg.backend == "local" else cfg.policy),
                 out / label,
                 strategy=strategy,
                 backend=cfg.backend,

@@ -53,5 +53,7 @@ def write_needle_benchmark(
             }
         )
     path = out / "questions.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    from vidlab.io import atomic_write_text
+
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
     return path
