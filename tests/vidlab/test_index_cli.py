@@ -202,3 +202,19 @@ def test_symlink_loop_and_locked_cache_are_one_line(videos, tmp_path, capsys):
         assert sorted(p.name for p in cache.iterdir()) == [".job.lock"]
     finally:
         holder.communicate("\n", timeout=30)
+
+
+def test_damaged_index_record_is_reported_and_redone(videos, tmp_path, capsys):
+    lst = tmp_path / "one.txt"
+    lst.write_text(f"{videos / 'clip0.mp4'}\n")
+    idx = tmp_path / "i"
+    assert index_main([str(lst), "--cache-dir", str(idx), "--sampling", "every=24", "--quiet"]) == 0
+    results = next((idx / "jobs").iterdir()) / "results.jsonl"
+    rec = json.loads(results.read_text())
+    rec["result"]["frames"] = "three"  # valid JSON, a string where a number belongs
+    results.write_text(json.dumps(rec) + "\n")
+    capsys.readouterr()
+    assert index_main([str(lst), "--cache-dir", str(idx), "--sampling", "every=24", "--quiet"]) == 0
+    out = capsys.readouterr()
+    assert f"{results}:1: result field 'frames' should be int, got 'three'" in out.err
+    assert "videos: 1" in out.out and "frames: 3" in out.out

@@ -125,7 +125,7 @@ def index_videos(
     progress: bool | None = None,
 ) -> IndexReport:
     """Index ``videos`` into ``cache_dir`` as a resumable job, then (re)write the corpus manifest."""
-    from vidlab.distributed import read_records, run_job
+    from vidlab.distributed import read_records, require_fields, run_job
 
     from .corpus import write_manifest
     from .models import load_model
@@ -155,6 +155,8 @@ def index_videos(
             return False
         return True
 
+    # a results line with these missing or of another type is damaged: reported as file:line and redone
+    fields = require_fields(video=str, cache_file=str, frames=int, built=bool)
     summary = run_job(
         items,
         IndexWorker,
@@ -168,8 +170,9 @@ def index_videos(
         validate=cache_intact,
         desc="index videos",
         progress=progress,
+        check_result=fields,
     )
-    records = read_records(job)
+    records = read_records(job, check_result=fields)
     wanted = {it["id"] for it in items}
     ok = [r["result"] for rid, r in records.items() if rid in wanted and r.get("status") == "ok"]
     failed = [
