@@ -22,6 +22,7 @@ gives a random tiny model's groups a reward spread on CPU; real runs leave it un
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class TrlConfig:
     bf16: bool = False
     gradient_checkpointing: bool = False
     seed: int = 0
+    torch_threads: int = 0  # 0 = torch's default; 1 is far faster for tiny models on a shared CPU
     logging_steps: int = 1
     save_model: bool = True
     episode: TrlEpisodeConfig = field(default_factory=TrlEpisodeConfig)
@@ -208,6 +210,7 @@ def make_trainer_class():
             self.last_rewards: Any = None
             self._batch_rows: list[dict[str, Any]] = []
             self.rollout_log: list[dict[str, Any]] = []
+            self._gen_model: Any = None
 
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
             self._batch_rows = list(inputs)
@@ -252,9 +255,12 @@ def make_trainer_class():
             k = int(round(self.behaviour_mix * g)) if self.behaviour is not None else 0
             rollouts, completions, extra = [], [], {"frames_used": [], "initial_frame_indices": []}
             self.episodes = []
-            for i, row in enumerate(rows):
-                use_behaviour = k > 0 and (i % g) >= g - k
-                ro, traj = self._play(row, use_behaviour)
+            played = []
+            with self._generation_model():
+                for i, row in enumerate(rows):
+                    use_behaviour = k > 0 and (i % g) >= g - k
+                    played.append((row, use_behaviour, *self._play(row, use_behaviour)))
+            for row, use_behaviour, ro, traj in played:
                 rollouts.append(ro)
                 completions.append([{"role": "assistant", "content": traj.assistant_text}])
                 extra["frames_used"].append(list(traj.frames_used))
@@ -351,10 +357,35 @@ def make_trainer_class():
                 ro.images += new_images
             return ro, ep.trajectory()
 
+        @contextlib.contextmanager
+        def _generation_model(self):
+            """The policy as generate() needs it, as GRPOTrainer's own transformers path does: unwrapped from
+            DDP, DeepSpeed ZeRO-3 parameters gathered, FSDP parameters summoned (no-ops on one CPU process)."""
+            import torch
+            from trl.models import unwrap_model_for_generation
+
+            with (
+                unwrap_model_for_generation(
+                    self.model_wrapped,
+                    self.accelerator,
+                    gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                    gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+                ) as unwrapped,
+                torch.no_grad(),
+                self._dist.summon_full_params(self.model_wrapped, recurse=False),
+            ):
+                self._gen_model = unwrapped
+                try:
+                    yield unwrapped
+                finally:
+                    self._gen_model = None
+
         def _sample(self, ro: _Rollout) -> list[int]:
             import torch
 
-            model = self.accelerator.unwrap_model(self.model)
+            model = (
+                self._gen_model if self._gen_model is not None else self.accelerator.unwrap_model(self.model)
+            )
             ids = torch.tensor([ro.prompt_ids + ro.completion_ids], device=model.device)
             kw: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
             if ro.images:
@@ -471,6 +502,8 @@ def build_trainer(
     from trl import GRPOConfig
 
     cfg.validate()
+    if cfg.torch_threads > 0:
+        torch.set_num_threads(cfg.torch_threads)
     rows = rows if rows is not None else load_rows(cfg)
     if model is None:
         model, processor = load_model_and_processor(cfg.model, cfg.dtype, cfg.seed, cfg.out)
