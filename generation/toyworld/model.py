@@ -1,0 +1,145 @@
+"""The toy world's Wan: diffusers' own ``AutoencoderKLWan`` + ``WanTransformer3DModel`` + UMT5, at small sizes.
+
+``build_vae``, ``build_text_encoder`` and ``build_transformer`` make untrained components from ``ModelConfig``;
+``assemble_pipeline`` puts them into a ``WanPipeline`` with ``FlowMatchEulerDiscreteScheduler`` (exactly the classes
+a Wan2.1 checkpoint uses), and ``save_pipeline`` writes it as a diffusers folder with safetensors, loadable by
+``WanPipeline.from_pretrained`` / ``vidlab generate --model DIR``. ``WEIGHTS_DIR`` is where the shipped weights live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from diffusers import WanPipeline
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+
+
+@dataclass
+class ModelConfig:
+    """Sizes of the three trained parts (VAE compresses 8x in space and 4x in time, as Wan's does)."""
+
+    z_dim: int = 8
+    vae_base_dim: int = 8
+    vae_dim_mult: list[int] = field(default_factory=lambda: [1, 2, 2, 2])
+    text_dim: int = 64
+    text_layers: int = 2
+    text_heads: int = 4
+    heads: int = 4
+    head_dim: int = 16
+    layers: int = 4
+    ffn_dim: int = 256
+    freq_dim: int = 64
+    flow_shift: float = 3.0
+
+
+def build_vae(cfg: ModelConfig, latents_mean=None, latents_std=None):
+    from diffusers import AutoencoderKLWan
+
+    kw: dict[str, Any] = {}
+    if latents_mean is not None:
+        kw = dict(latents_mean=[float(v) for v in latents_mean], latents_std=[float(v) for v in latents_std])
+    else:
+        kw = dict(latents_mean=[0.0] * cfg.z_dim, latents_std=[1.0] * cfg.z_dim)
+    return AutoencoderKLWan(
+        base_dim=cfg.vae_base_dim,
+        z_dim=cfg.z_dim,
+        dim_mult=list(cfg.vae_dim_mult),
+        num_res_blocks=1,
+        temperal_downsample=[False, True, True],
+        dropout=0.0,
+        **kw,
+    )
+
+
+def build_text_encoder(cfg: ModelConfig, vocab_size: int):
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    conf = UMT5Config(
+        vocab_size=vocab_size,
+        d_model=cfg.text_dim,
+        d_kv=cfg.text_dim // cfg.text_heads,
+        d_ff=2 * cfg.text_dim,
+        num_layers=cfg.text_layers,
+        num_heads=cfg.text_heads,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=32,
+        dropout_rate=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+    )
+    return UMT5EncoderModel(conf)
+
+
+def build_transformer(cfg: ModelConfig):
+    from diffusers import WanTransformer3DModel
+
+    return WanTransformer3DModel(
+        patch_size=(1, 2, 2),
+        num_attention_heads=cfg.heads,
+        attention_head_dim=cfg.head_dim,
+        in_channels=cfg.z_dim,
+        out_channels=cfg.z_dim,
+        text_dim=cfg.text_dim,
+        freq_dim=cfg.freq_dim,
+        ffn_dim=cfg.ffn_dim,
+        num_layers=cfg.layers,
+        cross_attn_norm=True,
+        qk_norm="rms_norm_across_heads",
+        rope_max_seq_len=32,
+    )
+
+
+def build_scheduler(cfg: ModelConfig):
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    return FlowMatchEulerDiscreteScheduler(shift=cfg.flow_shift)
+
+
+def assemble_pipeline(tokenizer, text_encoder, vae, transformer, cfg: ModelConfig) -> WanPipeline:
+    """A ``WanPipeline`` of the given parts (eval mode) with the flow-matching Euler scheduler."""
+    from diffusers import WanPipeline
+
+    for m in (text_encoder, vae, transformer):
+        m.eval()
+    pipe = WanPipeline(
+        tokenizer=tokenizer,
+        text_encoder=text_encoder,
+        vae=vae,
+        transformer=transformer,
+        scheduler=build_scheduler(cfg),
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def save_pipeline(pipe: WanPipeline, out_dir: str | Path, meta: dict | None = None) -> Path:
+    """Write ``pipe`` as a diffusers folder (safetensors) atomically: a temp folder renamed into place."""
+    import json
+    import shutil
+
+    out = Path(out_dir)
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    pipe.save_pretrained(tmp, safe_serialization=True)
+    if meta is not None:
+        (tmp / "toyworld.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    if out.exists():
+        old = out.with_name(out.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(out)
+    return out
+
+
+def model_config_dict(cfg: ModelConfig) -> dict:
+    return asdict(cfg)
