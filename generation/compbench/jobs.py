@@ -62,12 +62,16 @@ def build_items(cfg: CompbenchConfig, prompts: list[Prompt]) -> list[dict[str, A
 def identity(cfg: CompbenchConfig, suite: Suite) -> dict[str, Any]:
     """What makes a video what it is: generation settings, planner, the benchmark files (not the selection,
     worker counts or scoring, so a bigger selection or more GPUs resume the same job)."""
+    import os
+
     from vidlab.distributed import make_identity
 
     return make_identity(
         {
             "generate": dataclasses.asdict(cfg.generate),
             "planner": cfg.planner,
+            # the LLM that plans the layouts (None for the rule planner)
+            "planner_model": os.environ.get("VIDLAB_LLM_MODEL") if cfg.planner == "llm" else None,
             "measure_layout": cfg.measure_layout,
         },
         {"suite": suite.fingerprint},
