@@ -10,7 +10,6 @@ expected and the value, before any model loads or any file is written.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import typing
 from typing import Any
 
@@ -22,9 +21,13 @@ def rng(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
     return {"range": (lo, hi)}
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def validate(obj: Any, prefix: str = "") -> None:

@@ -107,7 +107,8 @@ def _score_samples(
 ) -> tuple[list[float], list[str | None]]:
     """Correctness of each sampled one-turn answer (a tool call or malformed output counts as wrong)."""
     gt = row.get("answer")
-    scores, answers = [], []
+    scores: list[float] = []
+    answers: list[str | None] = []
     letters = P.option_letters(len(options)) if options else []
     gt_letter = ground_truth_letter(gt, letters, options) if options else None
     for t in texts:
@@ -319,7 +320,8 @@ def classify_rows(
 
     cfg = config or ClassifyConfig()
     rows = list(rows)
-    items, seen = [], set()
+    items: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for row in rows:
         rid = row_id(row)
         if rid in seen:

@@ -371,7 +371,8 @@ def _eval_qa(argv: list[str]) -> int:
     summaries = run_eval(cfg, overwrite=args.overwrite)
     _print_summaries(summaries)
     out = Path(cfg.out)
-    n_prob = next(iter(summaries.values()), {}).get("n_load_problems", 0)
+    first: dict[str, Any] = next(iter(summaries.values()), {})
+    n_prob = first.get("n_load_problems", 0)
     if n_prob:
         print(f"{n_prob} record(s) skipped by the loader: see {out / 'problems.jsonl'}")
     print(

@@ -53,7 +53,10 @@ class EpisodeConfig:
     max_size: tuple[int, int] = field(default=MAX_SIZE, metadata=C.rng(1, 8192))
     frame_resize: Literal["reference", "fit"] = "reference"  # exactly max_size | keep aspect, only shrink
     on_bad_turn: Literal["end", "last_tool_call"] = "end"
-    tools: tuple[Literal["uniform_sample", "clip_sample"], ...] = P.TOOL_NAMES  # offered when an agent exists
+    tools: tuple[Literal["uniform_sample", "clip_sample"], ...] = (
+        P.UNIFORM,
+        P.CLIP,
+    )  # offered if an agent exists
     end_on_duplicate: bool = True  # a duplicate call fails the reward's format check anyway
     temperature: float = field(default=0.0, metadata=C.rng(0.0, 10.0))
     max_new_tokens: int = field(default=1024, metadata=C.rng(1))

@@ -204,7 +204,7 @@ class QAWorker:
         if strategy != AGENT:
             from understanding.policies.baselines import BaselineSpec
 
-            self.baseline = BaselineSpec.parse(strategy)
+            self.baseline: Any = BaselineSpec.parse(strategy)
         else:
             self.baseline = None
         self.policy = load_policy(policy, **(policy_kwargs or {})) if isinstance(policy, str) else policy
@@ -218,8 +218,8 @@ class QAWorker:
         self.clip_spec, self.clip_sampling, self.clip_parity = clip_model, clip_sampling, clip_parity
         self.cache_dir = cache_dir
         self.judge_spec = judge
-        self._clip = None
-        self._judge = None
+        self._clip: Any = None
+        self._judge: Any = None
 
     def clip_model(self) -> Any:
         if self._clip is None:
@@ -290,7 +290,7 @@ class QAWorker:
 
         item = QAItem.from_dict(job_item.get("item", job_item))
         t0 = time.perf_counter()
-        base = {
+        base: dict[str, Any] = {
             "id": item.id,
             "strategy": strategy_label(self.strategy),
             "policy": self.policy_name,
@@ -481,7 +481,7 @@ def evaluate_items(
 
 
 def _job_dict(job: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(job):
+    if dataclasses.is_dataclass(job) and not isinstance(job, type):
         return json.loads(json.dumps(dataclasses.asdict(job), default=str))
     return {"repr": repr(job)}
 

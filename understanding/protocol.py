@@ -14,12 +14,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from understanding.messages import Frame, Message
 
-UNIFORM = "uniform_sample"
-CLIP = "clip_sample"
+UNIFORM: Final = "uniform_sample"
+CLIP: Final = "clip_sample"
 TOOL_NAMES = (UNIFORM, CLIP)
 
 # The format lines are part of the trained protocol: keep them byte-identical to the reference.

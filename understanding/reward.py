@@ -245,7 +245,8 @@ def _completion_text(completion: Any) -> str:
 
 def trl_reward(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float]:
     """TRL ``GRPOTrainer`` reward function over dataset columns ``answer`` (or ``ground_truth``),
-    ``classification``, ``question_type``, ``options``, ``question``: the same score as ``compute_score``."""
+    ``classification``, ``question_type``, ``options``, ``question``, ``answer_format``: the same score as
+    ``compute_score``."""
     del prompts
     n = len(completions)
 
@@ -260,7 +261,9 @@ def trl_reward(prompts: Sequence[Any], completions: Sequence[Any], **columns: An
     scores = []
     for i, completion in enumerate(completions):
         gt = col("answer", i) if col("answer", i) is not None else col("ground_truth", i)
-        extra = {k: col(k, i) for k in ("classification", "question_type", "options", "question")}
+        extra = {
+            k: col(k, i) for k in ("classification", "question_type", "options", "question", "answer_format")
+        }
         scores.append(
             compute_score(
                 "trl", _completion_text(completion), gt, {k: v for k, v in extra.items() if v is not None}
