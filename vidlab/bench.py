@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 from vidlab.errors import UserError
 
@@ -37,7 +38,7 @@ class BenchError(UserError):
     """No benchmarks folder (an installed wheel), or an output that cannot be written."""
 
 
-def _open_out(path: Path):
+def _open_out(path: Path) -> IO[str]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path.open("a")

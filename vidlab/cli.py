@@ -8,6 +8,7 @@ module never imports ``generation`` or ``understanding`` itself; each subcommand
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from importlib import import_module
 from importlib.metadata import entry_points
 
@@ -86,7 +87,7 @@ _EXTRAS = {
 _OWN = ("vidlab", "generation", "understanding", "demos", "benchmarks")
 
 
-def load_command(name: str):
+def load_command(name: str) -> Callable[[list[str]], int | None]:
     """The ``main(argv)`` of subcommand ``name``; a UserError (one line) if it is unknown or its
     optional dependencies are missing. An import error inside our own code stays a bug (traceback)."""
     cmds = commands()

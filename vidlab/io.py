@@ -197,7 +197,7 @@ class InputFileError(UserError):
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.reason))
 
 
