@@ -96,3 +96,29 @@ def test_report_without_scores_is_one_clear_error(tmp_path):
     (out / "manifest.jsonl").write_text("")
     with pytest.raises(ReportError, match="run `vidlab compbench score`"):
         build_report(CompbenchConfig(out=str(out)))
+
+
+def test_official_csv_scores_enter_the_report(tmp_path):
+    import csv as _csv
+
+    from generation.compbench.official.csv_ingest import ingest_dir
+
+    out = tmp_path / "run"
+    _write(out, ["baseline", "both"])
+    d = tmp_path / "csvs"
+    for method, scores, total in (("baseline", [3, 2, 4, 3], 0.5), ("both", [4, 3, 5, 4], 0.75)):
+        (d / method).mkdir(parents=True)
+        rows = [["name", "prompt", "Score"]] + [[f"{i:04d}.png", "p", s] for i, s in enumerate(scores, 1)]
+        with open(d / method / f"wan_{method}_consistent_attr_score.csv", "w", newline="") as f:
+            _csv.writer(f).writerows(rows + [["score: ", total]])
+    (out / "scores" / "official.json").write_text(json.dumps(ingest_dir(d)))
+    cfg = CompbenchConfig(out=str(out), methods=["baseline", "both"])
+    res = build_report(cfg)
+    rows = {(r["metric"], r["category"], r["method"]): r for r in _csv.DictReader(open(res["csv"]))}
+    both = rows[("official", "consistent_attr", "both")]
+    assert float(both["mean"]) == 0.75 and float(both["baseline_mean"]) == 0.5
+    assert float(both["delta"]) == pytest.approx(0.25)
+    assert (
+        float(both["ci_low"]) == pytest.approx(0.25) == float(both["ci_high"])
+    )  # every video +1 raw = +0.25
+    assert "## official" in (out / "report" / "report.md").read_text()
