@@ -264,3 +264,22 @@ def test_config_is_a_deprecated_alias_and_overrides_follow_options(bench, tmp_pa
         == 0
     )
     assert "[initial view] 6 frames" in capsys.readouterr().out
+
+
+def test_damaged_record_is_redone_not_trusted(bench, tmp_path, capsys):
+    """A results line that is valid JSON but damaged (a string score) is redone, with one warning line."""
+    out = tmp_path / "damaged"
+    argv = _eval(bench, out, "--policy", "pixel:red")
+    assert eval_qa_main(argv) == 0
+    path = out / "agent" / "results.jsonl"
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["result"]["score"] = "1.0"  # a string where a number belongs
+    lines[0] = json.dumps(rec)
+    path.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert eval_qa_main(argv) == 0
+    cap = capsys.readouterr()
+    assert f"{path.name}:1" in cap.err or f"{path}:1" in cap.err, cap.err
+    s = json.loads((out / "summary.json").read_text())["agent"]
+    assert s["n"] == 4 and s["accuracy"] == 1.0 and s["job"]["done"] == 1
