@@ -7,6 +7,7 @@ Specs (``load_policy``):
   ``replay:FILE``                 replays assistant turns from a JSON list / JSONL file (tests, debugging)
   ``const:LETTER``                always answers LETTER directly (a floor for comparisons)
   ``pixel:COLOUR``                reads pixels: "is COLOUR visible?", calling uniform_sample while unsure
+  ``toy:shipped`` / ``toy:DIR``   the trained toy-world policy + its toy CLIP (understanding.toyworld)
 Heavy backends are imported only when their spec is used.
 """
 
@@ -25,7 +26,7 @@ from understanding.policies.errors import (
     PolicySpecError,
 )
 
-SCHEMES = ("hf", "hf-tiny", "openai", "replay", "const", "pixel")
+SCHEMES = ("hf", "hf-tiny", "openai", "replay", "const", "pixel", "toy")
 
 __all__ = [
     "SCHEMES",
@@ -78,6 +79,10 @@ def check_policy_spec(spec: str, **kw: Any) -> None:
 
         if rest not in COLORS:
             raise PolicySpecError(spec, f"colour must be one of {sorted(COLORS)}, got {rest!r}")
+    elif scheme == "toy":
+        from understanding.toyworld import resolve_toy_dir
+
+        resolve_toy_dir(rest)
 
 
 def read_replay_turns(path: str | Path) -> list[Any]:
@@ -159,4 +164,9 @@ def load_policy(spec: str, **kw: Any) -> Policy:
             return PixelColourPolicy(rest, **kw)
         except ValueError as e:
             raise PolicySpecError(spec, str(e)) from e
+    if scheme == "toy":
+        from understanding.toyworld import resolve_toy_dir
+        from understanding.toyworld.policy import load_toy_policy
+
+        return load_toy_policy(resolve_toy_dir(rest), **kw)
     raise PolicySpecError(spec, f"unknown scheme {scheme!r}; known: {SCHEMES}")

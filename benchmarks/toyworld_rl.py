@@ -1,0 +1,203 @@
+"""VideoBrain's RL in the toy world: does the behaviour-aware reward teach the policy *when* to call?
+
+For each seed, trains (or resumes) the whole pipeline -- world, toy CLIP, SFT, classification, GRPO with the
+behaviour-aware reward, and the ablation GRPO with the accuracy-only reward (no bonus, no classification) -- then
+evaluates on the held-out test split (disjoint seeds):
+
+  uniform-16, uniform-56, clip-topk (16 CLIP frames for the question), answered by the GRPO policy without tools;
+  sft, grpo, grpo-acc-only as agents (greedy) through the real Episode.
+
+Also reports the toy CLIP's needle recall@4 (``clip_sample(0, total, shape)`` finds the event) and the share of
+``clip_sample`` calls whose cached top-4 equals a fresh fp32 re-embed. With several seeds, every figure gets a
+95% t-interval over seeds. Ends with ONE JSON line.
+
+    python benchmarks/toyworld_rl.py --quick
+    python benchmarks/toyworld_rl.py --seeds 0 1 2 --out outputs/toyworld-bench
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from benchmarks._common import bench_args, emit_json, print_table  # noqa: E402
+
+METHODS = ("uniform-16", "uniform-56", "clip-topk", "sft", "grpo", "grpo-acc-only")
+KINDS = ("static", "needle", "count", "distractor")
+
+
+def quick_config(out: str, seed: int):
+    from understanding.toyworld.clip_train import ClipTrainConfig
+    from understanding.toyworld.train import GRPOConfig, SFTConfig, ToyTrainConfig
+    from understanding.toyworld.world import WorldConfig
+
+    return ToyTrainConfig(
+        out=out,
+        seed=seed,
+        train_videos=4,
+        val_videos=1,
+        test_videos=3,
+        world=WorldConfig(min_frames=120, max_frames=300),
+        clip=ClipTrainConfig(steps=60),
+        sft=SFTConfig(steps=40, video_fraction=0.5),
+        classify_k=2,
+        grpo=GRPOConfig(steps=2, questions_per_step=2, checkpoint_every=1),
+        progress=False,
+    )
+
+
+def full_config(out: str, seed: int, preset: str, overrides: list[str]):
+    from understanding.toyworld.train import ToyTrainConfig
+    from vidlab.config import resolve
+
+    return resolve(ToyTrainConfig, preset, [f"out={out}", f"seed={seed}", *overrides])
+
+
+def one_seed(cfg) -> dict:
+    """Train (or resume) and evaluate one seed; the result is cached in OUT/seedN/result.json."""
+    cached = pathlib.Path(cfg.out) / "result.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    from understanding.toyworld.clip_train import needle_recall
+    from understanding.toyworld.evaluate import cache_parity, evaluate_methods
+    from understanding.toyworld.train import _specs, run
+
+    t0 = time.perf_counter()
+    res = run(cfg, stages=("grpo", "grpo-acc-only"))
+    t_train = time.perf_counter() - t0
+    world, clip = res["world"], res["clip"]
+    cache = pathlib.Path(cfg.out) / "index_cache"
+    policies = {"sft": res["sft"], "grpo": res["grpo"], "grpo-acc-only": res["grpo-acc-only"]}
+    methods = evaluate_methods(world, clip, policies, res["grpo"], cache)
+    test = world.splits["test"]
+    recall = needle_recall(clip, test.root, _specs(test, cfg), cache_dir=cache)
+    parity = cache_parity(world, clip, cache, seed=cfg.seed)
+    labels: dict[str, int] = {}
+    for r in res["labels"]:
+        labels[r["classification"]] = labels.get(r["classification"], 0) + 1
+    label_by_kind: dict[str, dict[str, int]] = {}
+    for r in res["labels"]:
+        d = label_by_kind.setdefault(r["category"], {})
+        d[r["classification"]] = d.get(r["classification"], 0) + 1
+    result = {
+        "seed": cfg.seed,
+        "methods": methods,
+        "clip": {**recall, **parity},
+        "labels": labels,
+        "labels_by_kind": label_by_kind,
+        "train_seconds": round(t_train, 1),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    from vidlab.io import atomic_write_json
+
+    atomic_write_json(cached, result)
+    return result
+
+
+def _ci(values: list[float]) -> tuple[float, float]:
+    """Mean and 95% t half-width over seeds (half-width nan for one seed)."""
+    v = [x for x in values if x == x]
+    if not v:
+        return float("nan"), float("nan")
+    m = float(np.mean(v))
+    if len(v) < 2:
+        return m, float("nan")
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(len(v), 2.262)
+    return m, float(t * np.std(v, ddof=1) / math.sqrt(len(v)))
+
+
+def aggregate(per_seed: list[dict]) -> dict:
+    methods, ci = {}, {}
+    for m in METHODS:
+        methods[m], ci[m] = {}, {}
+        for k in (
+            "accuracy",
+            "frames",
+            "calls",
+            *[f"accuracy_{x}" for x in KINDS],
+            *[f"call_rate_{x}" for x in KINDS],
+        ):
+            mean, hw = _ci([s["methods"][m].get(k, float("nan")) for s in per_seed])
+            methods[m][k] = round(mean, 4)
+            ci[m][k] = round(hw, 4) if hw == hw else None
+    call_rate = {k: methods["grpo"][f"call_rate_{k}"] for k in KINDS}
+    call_rate_abl = {k: methods["grpo-acc-only"][f"call_rate_{k}"] for k in KINDS}
+    clip = {k: round(_ci([s["clip"][k] for s in per_seed])[0], 4) for k in per_seed[0]["clip"]}
+    g, u56, sft = methods["grpo"], methods["uniform-56"], methods["sft"]
+    targets = {
+        "grpo_acc_ge_uniform56": g["accuracy"] >= u56["accuracy"],
+        "grpo_frames_le_60pct_uniform56": g["frames"] <= 0.6 * u56["frames"],
+        "grpo_acc_gt_sft": g["accuracy"] > sft["accuracy"],
+        "static_calls_le_20pct": call_rate["static"] <= 0.2,
+        "needle_calls_ge_80pct": call_rate["needle"] >= 0.8,
+        "count_calls_ge_80pct": call_rate["count"] >= 0.8,
+        "cache_top4_agree_ge_99pct": clip["top4_agree"] >= 0.99,
+    }
+    return {
+        "methods": methods,
+        "ci95": ci,
+        "call_rate_by_kind": call_rate,
+        "call_rate_by_kind_acc_only": call_rate_abl,
+        "clip": clip,
+        "targets": targets,
+    }
+
+
+def main(argv=None) -> int:
+    def extra(ap):
+        ap.add_argument(
+            "--seeds", type=int, nargs="+", default=[0], help="pipeline seeds (>= 3 for intervals)"
+        )
+        ap.add_argument("--out", default=None, help="run folder (default outputs/toyworld-bench[-quick])")
+        ap.add_argument("--preset", default="toyworld", help="training preset for the full run")
+        ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="preset overrides key=value")
+
+    args = bench_args(__doc__.split("\n\n")[0], extra=extra, argv=argv)
+    out = pathlib.Path(
+        args.out or ("outputs/toyworld-bench-quick" if args.quick else "outputs/toyworld-bench")
+    )
+    t0 = time.perf_counter()
+    per_seed = []
+    for s in args.seeds:
+        d = str(out / f"seed{s}")
+        cfg = quick_config(d, s) if args.quick else full_config(d, s, args.preset, args.overrides)
+        r = one_seed(cfg)
+        per_seed.append(r)
+        print(f"seed {s}: trained in {r['train_seconds']} s, total {r['seconds']} s; labels {r['labels']}")
+    agg = aggregate(per_seed)
+    rows = []
+    for m in METHODS:
+        row = {"method": m, **{k: agg["methods"][m][k] for k in ("accuracy", "frames", "calls")}}
+        for k in KINDS:
+            row[f"acc {k}"] = agg["methods"][m][f"accuracy_{k}"]
+            row[f"calls {k}"] = agg["methods"][m][f"call_rate_{k}"]
+        rows.append(row)
+    print_table(rows, list(rows[0]))
+    print("clip:", agg["clip"])
+    print("targets:", agg["targets"])
+    from vidlab.io import atomic_write_json
+
+    figures = {
+        "quick": bool(args.quick),
+        "seeds": args.seeds,
+        **agg,
+        "per_seed": [{k: v for k, v in s.items() if k != "methods"} for s in per_seed],
+        "seconds": round(time.perf_counter() - t0, 1),
+        "command": " ".join(
+            ["python", "benchmarks/toyworld_rl.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
+    }
+    atomic_write_json(out / "figures.json", {**figures, "per_seed_methods": [s["methods"] for s in per_seed]})
+    emit_json(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""``vidlab train-agent --engine toy``: resumes after a kill, writes curves + resolved config; the toy policy spec."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TINY = [
+    "train_videos=2",
+    "val_videos=1",
+    "test_videos=1",
+    "world.min_frames=100",
+    "world.max_frames=140",
+    "clip.steps=3",
+    "clip.batch_size=16",
+    "sft.steps=3",
+    "classify_k=1",
+    "grpo.steps=10",
+    "grpo.questions_per_step=1",
+    "grpo.group_size=2",
+    "grpo.checkpoint_every=1",
+]
+
+
+def _cmd(out):
+    return [
+        sys.executable,
+        "-m",
+        "vidlab.cli",
+        "train-agent",
+        "--engine",
+        "toy",
+        "--preset",
+        "toyworld",
+        "--no-progress",
+        f"out={out}",
+        *TINY,
+    ]
+
+
+def _steps(log: Path) -> list[int]:
+    if not log.is_file():
+        return []
+    return [json.loads(ln)["step"] for ln in log.read_text().splitlines() if ln.strip()]
+
+
+@pytest.mark.slow
+def test_kill_mid_grpo_then_rerun_continues(tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        _cmd(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    log = out / "grpo" / "log.jsonl"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None and len(_steps(log)) < 3:
+        time.sleep(0.2)
+    assert proc.poll() is None, f"finished before the kill: {proc.stdout.read().decode()[-2000:]}"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    clip_mtime = (out / "clip" / "open_clip_model.safetensors").stat().st_mtime_ns
+    done_before = max(_steps(log))
+    assert not (out / "grpo" / "done.json").exists()
+    res = subprocess.run(_cmd(out), env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    steps = _steps(log)
+    assert steps == list(range(10))  # every step once: resumed from the checkpoint, nothing repeated or lost
+    assert done_before >= 1
+    assert (out / "clip" / "open_clip_model.safetensors").stat().st_mtime_ns == clip_mtime  # not retrained
+    assert (out / "grpo" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "grpo:" in (out / "config.yaml").read_text()
+    labels = [json.loads(ln) for ln in (out / "labels.jsonl").read_text().splitlines()]
+    assert labels and all(r["classification"] in ("direct", "adaptive", "active", "filtered") for r in labels)
+
+    from understanding.policies import load_policy
+
+    pol = load_policy(f"toy:{out / 'grpo'}")
+    assert pol.name.startswith("toy:")
+
+
+def test_toy_spec_mistakes_are_typed(tmp_path):
+    from understanding.policies import PolicySpecError, check_policy_spec
+
+    with pytest.raises(PolicySpecError, match="policy.json"):
+        check_policy_spec(f"toy:{tmp_path}")
+
+
+def test_unknown_engine_is_one_line():
+    res = subprocess.run(
+        [sys.executable, "-m", "vidlab.cli", "train-agent", "--engine", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert "invalid choice" in res.stderr and "Traceback" not in res.stderr

@@ -1,0 +1,31 @@
+"""VideoBrain's RL shown end to end on a CPU: a long-video toy world, a trained toy CLIP, SFT then GRPO.
+
+Modules: ``world`` (seeded videos as mp4 + multiple-choice questions), ``clip_train`` (contrastive toy CLIP in
+open_clip's own classes), ``policy`` (the small recurrent policy that plays the real protocol), ``rl`` (rollouts
+through the real ``Episode``/``compute_score``, SFT, GRPO), ``train`` (the resumable pipeline behind
+``vidlab train-agent --engine toy``). Shipped weights: ``weights/`` (``load_policy("toy:shipped")``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+SHIPPED_CLIP = WEIGHTS_DIR / "clip"
+
+
+def resolve_toy_dir(rest: str) -> Path:
+    """``toy:shipped`` -> the packaged weights; ``toy:DIR`` -> DIR (must hold policy.json + policy.safetensors)."""
+    from understanding.policies.errors import PolicySpecError
+
+    d = WEIGHTS_DIR if rest in ("shipped", "default") else Path(rest).expanduser()
+    if not (d / "policy.json").is_file() or not (d / "policy.safetensors").is_file():
+        what = (
+            "the shipped toy weights are missing from this installation"
+            if rest in ("shipped", "default")
+            else (
+                f"{str(d)!r} holds no policy.json + policy.safetensors (train one: vidlab train-agent --engine toy)"
+            )
+        )
+        raise PolicySpecError(f"toy:{rest}", what)
+    return d

@@ -1,0 +1,426 @@
+"""The toy policy: a small recurrent network over CLIP embeddings that plays VideoBrain's real protocol.
+
+What it reads: only the conversation (``list[Message]``) the ``Episode`` gives it -- the system turn (which tools
+are offered), the user turn (question, ``A. text`` options, ``Total frames``), each frame's pixels after its
+``frame {idx}: `` label, its own previous turns, and whether the last observation forbids more calls. Pixels go
+through the toy CLIP's image tower, the question and options through its text tower. It never sees ground
+truth, a video path, ``Frame.index``/``timestamp`` metadata, or the frame-index code.
+
+Architecture (``ToyPolicyNet``, ~40k parameters):
+  frames, sorted by their label -> [CLIP image emb, idx/total, inside-the-question's-interval] -> Linear+tanh
+  (conditioned on the question emb) -> GRU -> last state s;  attention pool of image embs keyed by the
+  question -> c;  z = MLP([question emb, s, c, call-state features]);
+  action head: Linear(z) -> {answer, clip_sample, uniform_sample} (impossible actions masked);
+  answer head: per option j, MLP([z, option emb j, c * option emb j]) -> logit.
+Each decision renders to protocol text (``<thinking>...</thinking><tool_call>{json}</tool_call>`` or
+``<answer>X</answer>``) that the real parser reads. Tool arguments follow a fixed rule over the question text:
+``clip_sample(0, total, subject)`` where the subject is the question's noun ("triangle", "circle");
+``uniform_sample`` over the frame interval the question names (else the whole video), then its halves,
+quarters, ... on later calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from understanding import protocol as P
+from understanding.messages import Frame, Message
+
+ACTIONS = ("answer", P.CLIP, P.UNIFORM)
+STATE_DIM = 8
+_OPTION = re.compile(r"(?m)^([A-Z])\. (.*)$")
+_TOTAL = re.compile(r"Total frames: (\d+)")
+_LABEL = re.compile(r"frame (\d+): $")
+_INTERVAL = re.compile(r"between frame (\d+) and frame (\d+)")
+
+
+@dataclass
+class PolicyNetConfig:
+    embed_dim: int = 32
+    hidden: int = 64
+
+
+def subject(question: str) -> str:
+    """The CLIP prompt for a question: its subject noun, singular ("How many circles ..." -> "circle")."""
+    q = question.lower()
+    m = re.search(r"how many (\w+)", q) or re.search(r"the (\w+)(?: of the video)?\?", q)
+    if not m:
+        return " ".join(q.split()[:4]) or "object"
+    w = m.group(1)
+    return w[:-1] if w.endswith("s") and not w.endswith("us") and len(w) > 3 else w
+
+
+def uniform_ranges(lo: int, hi: int, total: int, min_len: int = 8) -> list[tuple[int, int]]:
+    """The uniform_sample ranges in the order the policy uses them: [lo, hi), its halves, quarters, ..."""
+    out: list[tuple[int, int]] = []
+    hi = min(hi, total)
+    for level in range(6):
+        parts = 2**level
+        for p in range(parts):
+            s = lo + (hi - lo) * p // parts
+            e = lo + (hi - lo) * (p + 1) // parts
+            if e - s >= min_len and all(abs(s - a) > 1 or abs(e - b) > 1 for a, b in out):
+                out.append((s, e))
+    return out
+
+
+@dataclass
+class Observation:
+    """What the policy parsed out of the conversation (text and pixels only)."""
+
+    question: str
+    options: list[str]
+    total: int
+    tools: tuple[str, ...]
+    frames: list[tuple[int, np.ndarray]]  # (label index, pixels), in conversation order
+    last_frames: int  # how many frames the latest user turn showed
+    calls: list[P.ToolCall]
+    final: bool
+
+    @property
+    def interval(self) -> tuple[int, int] | None:
+        m = _INTERVAL.search(self.question)
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def observe(messages: list[Message]) -> Observation:
+    """Parse the conversation the way a model reads it: texts, labelled frames, own turns."""
+    system = next((m.text for m in messages if m.role == "system"), "")
+    users = [m for m in messages if m.role == "user"]
+    first = users[0].text if users else ""
+    qline = first.split("Question: ", 1)[-1]
+    question = qline.split("\n", 1)[0].strip()
+    opts_block = qline.split("\n# Video Information", 1)[0]
+    options = [t.strip() for _, t in _OPTION.findall(opts_block)]
+    m = _TOTAL.search(first)
+    total = int(m.group(1)) if m else 0
+    tools = tuple(t for t in P.TOOL_NAMES if f'"name": "{t}"' in system)
+    frames: list[tuple[int, np.ndarray]] = []
+    last = 0
+    for u in users:
+        label: int | None = None
+        count = 0
+        for part in u.content:
+            if isinstance(part, str):
+                lm = _LABEL.search(part)
+                label = int(lm.group(1)) if lm else None
+            elif isinstance(part, Frame) and label is not None:
+                frames.append((label, part.image))
+                count += 1
+                label = None
+        last = count
+    calls = []
+    for a in messages:
+        if a.role == "assistant":
+            parsed = P.parse_assistant_turn(a.text)
+            if parsed.tool_call is not None:
+                calls.append(parsed.tool_call)
+    final = bool(users) and "Further tool calls are prohibited" in users[-1].text
+    return Observation(question, options, total, tools, frames, last, calls, final)
+
+
+def next_uniform(obs: Observation) -> tuple[int, int] | None:
+    lo, hi = obs.interval or (0, obs.total)
+    done = [(c.args["start_frame"], c.args["end_frame"]) for c in obs.calls if c.name == P.UNIFORM]
+    for s, e in uniform_ranges(lo, hi, obs.total):
+        if all(abs(s - a) > 1 or abs(e - b) > 1 for a, b in done):
+            return s, e
+    return None
+
+
+def action_mask(obs: Observation, max_calls: int = 5) -> list[bool]:
+    can_call = not obs.final and len(obs.calls) < max_calls and obs.total > 0
+    clip_ok = can_call and P.CLIP in obs.tools and not any(c.name == P.CLIP for c in obs.calls)
+    uni_ok = can_call and P.UNIFORM in obs.tools and next_uniform(obs) is not None
+    return [True, clip_ok, uni_ok]
+
+
+def render(obs: Observation, action: int, letter: str | None) -> str:
+    """A decision as protocol text."""
+    n = len(obs.frames)
+    if ACTIONS[action] == "answer":
+        return f"<thinking>From the {n} frames I have seen, the answer is {letter}.</thinking><answer>{letter}</answer>"
+    if ACTIONS[action] == P.CLIP:
+        args = {"start_frame": 0, "end_frame": obs.total, "prompt": subject(obs.question)}
+        why = f"The {n} frames may have missed the {args['prompt']}; retrieve frames that show it."
+    else:
+        s, e = next_uniform(obs)  # type: ignore[misc]
+        args = {"start_frame": s, "end_frame": e}
+        why = f"I need a denser look at frames {s}-{e}."
+    return f"<thinking>{why}</thinking><tool_call>{json.dumps({'name': ACTIONS[action], 'arguments': args})}</tool_call>"
+
+
+# ---------------------------------------------------------------------------------------------- network
+def _torch():
+    import torch
+
+    return torch
+
+
+class ToyPolicyNet(_torch().nn.Module):  # type: ignore[misc]
+    """See the module docstring; inputs are a batch of padded steps (``Features.collate``)."""
+
+    def __init__(self, cfg: PolicyNetConfig | None = None):
+        torch = _torch()
+        nn = torch.nn
+        super().__init__()
+        self.cfg = cfg or PolicyNetConfig()
+        D, H = self.cfg.embed_dim, self.cfg.hidden
+        self.frame_in = nn.Linear(D + 2, H)
+        self.q_in = nn.Linear(D, H)
+        self.gru = nn.GRU(H, H, batch_first=True)
+        self.att = nn.Linear(2 * D, 1)
+        self.trunk = nn.Sequential(nn.Linear(D + H + D + STATE_DIM, H), nn.Tanh(), nn.Linear(H, H), nn.Tanh())
+        self.action_head = nn.Linear(H, len(ACTIONS))
+        self.answer_head = nn.Sequential(nn.Linear(H + 2 * D, H), nn.Tanh(), nn.Linear(H, 1))
+
+    def forward(self, b: dict[str, Any]) -> tuple[Any, Any]:
+        """-> (action logits [B, 3] masked, answer logits [B, 4] masked)."""
+        torch = _torch()
+        img, pos, lengths, q = b["img"], b["pos"], b["lengths"], b["q"]
+        B, N, D = img.shape
+        valid = torch.arange(N)[None, :] < lengths[:, None]
+        h = torch.tanh(self.frame_in(torch.cat([img, pos], -1)) + self.q_in(q)[:, None, :])
+        packed = torch.nn.utils.rnn.pack_padded_sequence(
+            h, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
+        )
+        _, s = self.gru(packed)
+        s = s[0]
+        att = self.att(torch.cat([img, q[:, None, :].expand(B, N, D)], -1)).squeeze(-1)
+        att = att.masked_fill(~valid, -1e9).softmax(-1)
+        c = (att[..., None] * img).sum(1)
+        z = self.trunk(torch.cat([q, s, c, b["state"]], -1))
+        act = self.action_head(z).masked_fill(~b["action_mask"], -1e9)
+        opts = b["opts"]  # [B, K, D]
+        K = opts.shape[1]
+        zz = torch.cat([z[:, None, :].expand(B, K, -1), opts, c[:, None, :] * opts], -1)
+        ans = self.answer_head(zz).squeeze(-1).masked_fill(~b["opt_mask"], -1e9)
+        return act, ans
+
+
+@dataclass
+class Features:
+    """One decision point as tensors (what the network sees)."""
+
+    img: Any  # [N, D]
+    pos: Any  # [N, 2]
+    q: Any  # [D]
+    opts: Any  # [K, D]
+    state: Any  # [STATE_DIM]
+    action_mask: Any  # [3] bool
+    n_obs: int  # frames in the latest observation (their tokens are masked out of the loss)
+
+    @staticmethod
+    def collate(items: list[Features], max_options: int = 4) -> dict[str, Any]:
+        torch = _torch()
+        B = len(items)
+        D = items[0].q.shape[0]
+        N = max(1, max(f.img.shape[0] for f in items))
+        K = max(max_options, max(f.opts.shape[0] for f in items))
+        img = torch.zeros(B, N, D)
+        pos = torch.zeros(B, N, 2)
+        opts = torch.zeros(B, K, D)
+        opt_mask = torch.zeros(B, K, dtype=torch.bool)
+        for i, f in enumerate(items):
+            img[i, : f.img.shape[0]] = f.img
+            pos[i, : f.pos.shape[0]] = f.pos
+            opts[i, : f.opts.shape[0]] = f.opts
+            opt_mask[i, : f.opts.shape[0]] = True
+        return {
+            "img": img,
+            "pos": pos,
+            "lengths": torch.tensor([f.img.shape[0] for f in items]),
+            "q": torch.stack([f.q for f in items]),
+            "opts": opts,
+            "opt_mask": opt_mask,
+            "state": torch.stack([f.state for f in items]),
+            "action_mask": torch.stack([f.action_mask for f in items]),
+        }
+
+
+class Embedder:
+    """CLIP embeddings of pixels and texts, memoised by content (pixel bytes / text)."""
+
+    def __init__(self, clip: Any):
+        self.clip = clip
+        self._img: dict[bytes, np.ndarray] = {}
+        self._txt: dict[str, np.ndarray] = {}
+
+    def images(self, images: list[np.ndarray]) -> np.ndarray:
+        keys = [hashlib.blake2b(np.ascontiguousarray(im).tobytes(), digest_size=16).digest() for im in images]
+        todo = [i for i, k in enumerate(keys) if k not in self._img]
+        if todo:
+            shapes = {images[i].shape for i in todo}
+            for shp in shapes:
+                sel = [i for i in todo if images[i].shape == shp]
+                emb = self.clip.embed_images(np.stack([images[i] for i in sel]), progress=False)
+                for i, e in zip(sel, emb):
+                    self._img[keys[i]] = e
+        if len(self._img) > 200_000:
+            self._img.clear()
+        return np.stack([self._img[k] for k in keys]) if keys else np.zeros((0, self.clip.dim), np.float32)
+
+    def texts(self, texts: list[str]) -> np.ndarray:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._txt]
+        if todo:
+            for t, e in zip(todo, self.clip.embed_texts(todo, progress=False)):
+                self._txt[t] = e
+        return np.stack([self._txt[t] for t in texts])
+
+
+def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
+    torch = _torch()
+    order = sorted(range(len(obs.frames)), key=lambda i: obs.frames[i][0])
+    labels = [obs.frames[i][0] for i in order]
+    img = emb.images([obs.frames[i][1] for i in order])
+    total = max(1, obs.total)
+    iv = obs.interval
+    pos = [[lab / total, float(iv is not None and iv[0] <= lab < iv[1])] for lab in labels]
+    q = emb.texts([obs.question or "?"])[0]
+    opts = emb.texts(obs.options) if obs.options else np.zeros((1, q.shape[0]), np.float32)
+    mask = action_mask(obs, max_calls)
+    n_clip = sum(c.name == P.CLIP for c in obs.calls)
+    n_uni = sum(c.name == P.UNIFORM for c in obs.calls)
+    state = [
+        len(obs.calls) / max_calls,
+        float(n_clip > 0),
+        n_uni / max_calls,
+        float(P.UNIFORM in obs.tools),
+        float(P.CLIP in obs.tools),
+        float(obs.final),
+        len(obs.frames) / 56.0,
+        float(iv is not None),
+    ]
+    return Features(
+        img=torch.from_numpy(np.asarray(img, np.float32)).reshape(len(labels), -1),
+        pos=torch.tensor(pos, dtype=torch.float32).reshape(len(labels), 2),
+        q=torch.from_numpy(np.asarray(q, np.float32)),
+        opts=torch.from_numpy(np.asarray(opts, np.float32)),
+        state=torch.tensor(state, dtype=torch.float32),
+        action_mask=torch.tensor(mask),
+        n_obs=obs.last_frames,
+    )
+
+
+@dataclass
+class Decision:
+    """One sampled turn: what was decided, its log-probability under the sampling policy, and the text."""
+
+    features: Features
+    action: int
+    letter: int  # option index (-1 when the action is a tool call)
+    logp: float
+    text: str
+
+
+def decision_logp(
+    net: ToyPolicyNet, batch: dict[str, Any], actions: Any, letters: Any
+) -> tuple[Any, Any, Any]:
+    """Per-token log-probs [B, 2] (action token, answer-letter token; the letter is 0 when no answer) and its mask,
+    plus the per-step entropy."""
+    torch = _torch()
+    act_logits, ans_logits = net(batch)
+    la = act_logits.log_softmax(-1)
+    lb = ans_logits.log_softmax(-1)
+    tok_a = la.gather(1, actions[:, None]).squeeze(1)
+    is_ans = letters >= 0
+    tok_b = lb.gather(1, letters.clamp(min=0)[:, None]).squeeze(1)
+    tok = torch.stack([tok_a, torch.where(is_ans, tok_b, torch.zeros_like(tok_b))], 1)
+    mask = torch.stack([torch.ones_like(is_ans), is_ans], 1).float()
+    pa = la.exp()
+    ent = -(pa * la.masked_fill(pa == 0, 0)).sum(-1)
+    pb = lb.exp()
+    ent = ent + torch.where(is_ans, -(pb * lb.masked_fill(pb == 0, 0)).sum(-1), torch.zeros_like(ent))
+    return tok, mask, ent
+
+
+class ToyPolicy:
+    """A ``understanding.messages.Policy``: the trained toy network + the toy CLIP, sampling structured turns."""
+
+    def __init__(self, net: ToyPolicyNet, clip: Any, name: str = "toy", max_calls: int = 5):
+        self.net = net.eval()
+        self.clip = clip
+        self.embedder = Embedder(clip)
+        self.name = name
+        self.max_calls = max_calls
+
+    def act(self, messages: list[Message], temperature: float = 1.0, generator: Any = None) -> Decision:
+        torch = _torch()
+        obs = observe(messages)
+        f = featurize(obs, self.embedder, self.max_calls)
+        with torch.no_grad():
+            act_logits, ans_logits = self.net(Features.collate([f]))
+        la, lb = act_logits[0], ans_logits[0]
+        if temperature and temperature > 0:
+            pa = (la / temperature).softmax(-1)
+            pb = (lb / temperature).softmax(-1)
+            a = int(torch.multinomial(pa, 1, generator=generator))
+            b = int(torch.multinomial(pb, 1, generator=generator))
+        else:
+            a, b = int(la.argmax()), int(lb.argmax())
+        n_opts = max(1, len(obs.options))
+        b = min(b, n_opts - 1)
+        logp = float(la.log_softmax(-1)[a])
+        letter = -1
+        if ACTIONS[a] == "answer":
+            letter = b
+            logp += float(lb.log_softmax(-1)[b])
+        text = render(obs, a, chr(65 + letter) if letter >= 0 else None)
+        return Decision(f, a, letter, logp, text)
+
+    def generate(
+        self,
+        messages: list[Message],
+        *,
+        num_samples: int = 1,
+        temperature: float = 0.0,
+        max_new_tokens: int = 512,
+        seed: int | None = None,
+    ) -> list[str]:
+        """``num_samples`` turns; temperature 0 is greedy; a seed makes sampling reproducible."""
+        torch = _torch()
+        gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
+        return [self.act(messages, temperature, gen).text for _ in range(num_samples)]
+
+    # ----- persistence ------------------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike, clip_dir: str | os.PathLike | None = None) -> Path:
+        """``policy.safetensors`` + ``policy.json`` (the net's config; where the CLIP lives), written atomically."""
+        from safetensors.torch import save_file
+
+        from vidlab.io import atomic_tmp_path, atomic_write_json, commit_tmp
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = atomic_tmp_path(d / "policy.safetensors")
+        save_file({k: v.detach().contiguous() for k, v in self.net.state_dict().items()}, str(tmp))
+        commit_tmp(tmp, d / "policy.safetensors")
+        atomic_write_json(d / "policy.json", {"net": asdict(self.net.cfg), "clip": str(clip_dir or "clip")})
+        return d
+
+
+def load_toy_policy(directory: str | os.PathLike, **kw: Any) -> ToyPolicy:
+    """Load ``policy.safetensors`` + the CLIP named in ``policy.json`` (relative to the folder)."""
+    from safetensors.torch import load_file
+
+    from vidlab.clip import load_model
+
+    d = Path(directory)
+    meta_path = d / "policy.json"
+    if not meta_path.is_file() or not (d / "policy.safetensors").is_file():
+        from understanding.policies.errors import PolicySpecError
+
+        raise PolicySpecError(f"toy:{d}", "expected policy.json and policy.safetensors in that folder")
+    meta = json.loads(meta_path.read_text())
+    net = ToyPolicyNet(PolicyNetConfig(**meta["net"]))
+    net.load_state_dict(load_file(str(d / "policy.safetensors")))
+    clip_dir = Path(meta.get("clip", "clip"))
+    clip = load_model(clip_dir if clip_dir.is_absolute() else d / clip_dir, device="cpu", precision="fp32")
+    return ToyPolicy(net, clip, name=kw.pop("name", f"toy:{d}"), **kw)

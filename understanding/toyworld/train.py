@@ -1,0 +1,408 @@
+"""The toy world's training pipeline, stage by stage, each resumable: world -> CLIP -> SFT -> classify -> GRPO.
+
+``run(cfg)`` writes under ``cfg.out``::
+
+    data/{train,val,test}/   videos (mp4) + questions.jsonl (test is an lmms-eval-style benchmark)
+    clip/                    the toy CLIP (open_clip config + safetensors), loads with vidlab.clip.load_model
+    sft/                     policy after cold-start SFT (policy.safetensors + policy.json)
+    labels.jsonl             understanding.classify labels of the RL rows, made with the SFT policy
+    grpo/                    ckpt.pt (net + optimizer + step, written every ``checkpoint_every`` steps),
+                             log.jsonl (one line per step), curves.png, policy.safetensors + policy.json
+    config.yaml              the resolved config
+
+A killed run continues from the last finished stage / GRPO checkpoint when started again with the same config.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from understanding.toyworld.clip_train import ClipTrainConfig
+from understanding.toyworld.world import WorldConfig
+
+
+@dataclass
+class SFTConfig:
+    steps: int = 300
+    batch_size: int = 64
+    lr: float = 3e-3
+    video_fraction: float = 0.25  # share of the training videos whose questions get teacher trajectories
+    reader_views: tuple[int, ...] = (16, 32, 56)  # extra no-tools answering examples from uniform views
+
+
+@dataclass
+class GRPOConfig:
+    steps: int = 24
+    questions_per_step: int = 8
+    group_size: int = 8  # reference rollout n
+    lr: float = 3e-4  # the reference's 1e-6 is for an 8B model; this net has ~40k parameters
+    clip_eps: float = 0.2
+    kl_coef: float = 0.001
+    entropy_coef: float = 0.001
+    epochs: int = 2  # gradient steps per batch (the clip only matters after the first)
+    temperature: float = 1.0
+    reward: str = "behaviour"  # "behaviour" (classification labels + bonus) or "acc-only" (the ablation)
+    checkpoint_every: int = 4
+
+
+@dataclass
+class ToyTrainConfig:
+    out: str = "runs/toyworld"
+    seed: int = 0
+    train_videos: int = 40
+    val_videos: int = 8
+    test_videos: int = 24
+    world: WorldConfig = field(default_factory=WorldConfig)
+    clip: ClipTrainConfig = field(default_factory=ClipTrainConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    classify_k: int = 4
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    progress: bool = True
+
+
+class Logger:
+    """Appends JSON lines (flushed) and echoes a short line through tqdm."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, rec: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+class World:
+    """The three splits on disk plus per-video readers, frame indices and agents (built lazily, cached)."""
+
+    def __init__(self, root: Path, cfg: ToyTrainConfig):
+        from understanding.toyworld.world import build_split
+
+        self.cfg = cfg
+        self.splits = {
+            name: build_split(root, name, n, cfg.world, cfg.seed, progress=cfg.progress)
+            for name, n in (("train", cfg.train_videos), ("val", cfg.val_videos), ("test", cfg.test_videos))
+        }
+        self._readers: dict[str, Any] = {}
+        self._agents: dict[tuple[str, str], Any] = {}
+
+    def video_path(self, split: str, row: dict[str, Any]) -> Path:
+        return self.splits[split].root / row["video"]
+
+    def reader(self, path: Path) -> Any:
+        from understanding.toyworld.world import MemoryReader
+
+        key = str(path)
+        if key not in self._readers:
+            if len(self._readers) > 64:
+                self._readers.clear()
+            self._readers[key] = MemoryReader(path)
+        return self._readers[key]
+
+    def agents(self, path: Path, clip: Any, cache_dir: Path) -> dict[str, Any]:
+        """uniform_sample + clip_sample over the cached FrameIndex (fp32 rescoring of near-ties)."""
+        from understanding.agents import UniformAgent
+        from understanding.toyworld.clip_agent import RescoringClipAgent
+        from vidlab.clip import FrameIndex, Sampling
+
+        key = (str(path), clip.tag)
+        if key not in self._agents:
+            reader = self.reader(path)
+            idx = FrameIndex.build(path, clip, Sampling.fps(reader.fps), cache_dir=cache_dir, progress=False)
+            self._agents[key] = {
+                "uniform_sample": UniformAgent(reader, resize="fit"),
+                "clip_sample": RescoringClipAgent(idx, clip, parity=True, reader=reader, resize="fit"),
+            }
+        return self._agents[key]
+
+
+def _specs(split: Any, cfg: ToyTrainConfig) -> list[Any]:
+    from understanding.toyworld.world import video_spec
+
+    return [video_spec(s, cfg.world) for s in split.seeds]
+
+
+def stage_clip(world: World, out: Path, cfg: ToyTrainConfig, log: Logger) -> Any:
+    from understanding.toyworld.clip_train import save_clip, train_clip
+    from vidlab.clip import load_model
+
+    d = out / "clip"
+    if not (d / "open_clip_config.json").is_file():
+        tr = world.splits["train"]
+        videos = [(s, tr.root / f"videos/{s.seed:06d}.mp4") for s in _specs(tr, cfg)]
+        clip = train_clip(videos, cfg.clip, log=log, progress=cfg.progress)
+        save_clip(clip, d)
+    return load_model(d, device="cpu", precision="fp32")
+
+
+def split_train_rows(world: World, cfg: ToyTrainConfig) -> tuple[list[dict], list[dict]]:
+    """Training rows split by video: the first ``sft.video_fraction`` of videos for SFT, the rest for RL."""
+    rows = world.splits["train"].rows
+    seeds = world.splits["train"].seeds
+    n_sft = max(1, int(round(len(seeds) * cfg.sft.video_fraction)))
+    sft_videos = {f"videos/{s:06d}.mp4" for s in seeds[:n_sft]}
+    return [r for r in rows if r["video"] in sft_videos], [r for r in rows if r["video"] not in sft_videos]
+
+
+def stage_sft(world: World, clip: Any, out: Path, cfg: ToyTrainConfig, log: Logger) -> Any:
+    """Cold start: teacher trajectories through the real Episode + no-tools answering views; cross-entropy."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from understanding import protocol as P
+    from understanding.agents import decode_frames, linspace_frames
+    from understanding.toyworld.policy import (
+        PolicyNetConfig,
+        ToyPolicy,
+        ToyPolicyNet,
+        featurize,
+        load_toy_policy,
+        observe,
+    )
+    from understanding.toyworld.rl import rollout, sft_step, teacher_decide
+
+    d = out / "sft"
+    if (d / "policy.safetensors").is_file():
+        return load_toy_policy(d)
+    torch.manual_seed(cfg.seed)
+    policy = ToyPolicy(ToyPolicyNet(PolicyNetConfig(embed_dim=clip.dim)), clip)
+    sft_rows, _ = split_train_rows(world, cfg)
+    cache = out / "index_cache"
+    examples: list[tuple[Any, int, int]] = []
+    for row in tqdm(sft_rows, desc="teacher trajectories", disable=not cfg.progress):
+        path = world.video_path("train", row)
+        agents = world.agents(path, clip, cache)
+        r = rollout(policy, row, agents, decide=teacher_decide(policy, row))
+        examples.extend((dd.features, dd.action, dd.letter) for dd in r.decisions)
+        reader = world.reader(path)
+        for k in cfg.sft.reader_views:
+            frames = decode_frames(reader, linspace_frames(0, reader.num_frames, k), resize="fit")
+            msgs = P.build_initial_messages(
+                row["question"], frames, reader.num_frames, reader.fps, row["options"], tools=()
+            )
+            f = featurize(observe(msgs), policy.embedder)
+            examples.append((f, 0, ord(row["answer"]) - 65))
+    rng = np.random.default_rng(cfg.seed)
+    opt = torch.optim.Adam(policy.net.parameters(), lr=cfg.sft.lr)
+    for step in tqdm(range(cfg.sft.steps), desc="SFT", disable=not cfg.progress):
+        pick = rng.choice(len(examples), min(cfg.sft.batch_size, len(examples)), replace=False)
+        loss = sft_step(policy, opt, [examples[i] for i in pick])
+        if step % 20 == 0 or step == cfg.sft.steps - 1:
+            log({"stage": "sft", "step": step, "loss": round(loss, 4), "examples": len(examples)})
+    policy.save(d, clip_dir="../clip")
+    return load_toy_policy(d)
+
+
+def stage_classify(world: World, sft_policy: Any, clip: Any, out: Path, cfg: ToyTrainConfig) -> list[dict]:
+    """Label the RL rows Direct / Adaptive / Active / filtered with the SFT policy (understanding.classify)."""
+    from understanding.classify import ClassifyConfig, classify_rows
+
+    _, rl_rows = split_train_rows(world, cfg)
+    return classify_rows(
+        rl_rows,
+        sft_policy,
+        config=ClassifyConfig(k=cfg.classify_k, seed=cfg.seed),
+        clip_model=clip,
+        index_cache_dir=out / "index_cache",
+        out_path=out / "labels.jsonl",
+        video_root=world.splits["train"].root,
+        progress=cfg.progress,
+    )
+
+
+def stage_grpo(
+    world: World,
+    sft_dir: Path,
+    clip: Any,
+    labelled: list[dict],
+    out: Path,
+    cfg: ToyTrainConfig,
+    name: str = "grpo",
+) -> Any:
+    """GRPO from the SFT policy; with ``reward == "acc-only"``: no labels, no behaviour bonus (the ablation)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from understanding.toyworld.policy import load_toy_policy
+    from understanding.toyworld.rl import group_advantages, grpo_update, rollout
+    from vidlab.io import atomic_path
+
+    g = cfg.grpo
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    if (d / "policy.safetensors").is_file() and (d / "done.json").is_file():
+        return load_toy_policy(d)
+    policy = load_toy_policy(sft_dir)
+    ref = load_toy_policy(sft_dir).net
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.Adam(policy.net.parameters(), lr=g.lr)
+    start = 0
+    ckpt = d / "ckpt.pt"
+    if ckpt.is_file():
+        state = torch.load(ckpt, weights_only=True)
+        policy.net.load_state_dict(state["net"])
+        opt.load_state_dict(state["opt"])
+        start = int(state["step"])
+    log_path = d / "log.jsonl"
+    if log_path.is_file():  # keep only the steps the checkpoint covers
+        keep = [
+            ln for ln in log_path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] < start
+        ]
+        log_path.write_text("".join(k + "\n" for k in keep))
+    log = Logger(log_path)
+    if g.reward == "acc-only":
+        _, rows = split_train_rows(world, cfg)
+        labels: dict[str, str | None] = {r["id"]: None for r in rows}
+    elif g.reward == "behaviour":
+        rows = [r for r in labelled if r.get("classification") in ("direct", "adaptive", "active")]
+        labels = {r["id"]: r["classification"] for r in rows}
+    else:
+        raise ValueError(f"grpo.reward must be 'behaviour' or 'acc-only', got {g.reward!r}")
+    cache = out / "index_cache"
+    bar = tqdm(
+        range(start, g.steps),
+        desc=f"GRPO ({g.reward})",
+        initial=start,
+        total=g.steps,
+        disable=not cfg.progress,
+    )
+    for step in bar:
+        t0 = time.perf_counter()
+        rng = np.random.default_rng([cfg.seed, step, 17])
+        batch = [rows[i] for i in rng.choice(len(rows), min(g.questions_per_step, len(rows)), replace=False)]
+        gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
+        rollouts, advs = [], []
+        for row in batch:
+            agents = world.agents(world.video_path("train", row), clip, cache)
+            group = [
+                rollout(
+                    policy,
+                    row,
+                    agents,
+                    temperature=g.temperature,
+                    generator=gen,
+                    classification=labels[row["id"]],
+                )
+                for _ in range(g.group_size)
+            ]
+            rollouts.extend(group)
+            advs.extend(group_advantages([r.reward["score"] for r in group]).tolist())
+        stats = grpo_update(
+            policy,
+            ref,
+            opt,
+            rollouts,
+            advs,
+            epochs=g.epochs,
+            clip_eps=g.clip_eps,
+            kl_coef=g.kl_coef,
+            entropy_coef=g.entropy_coef,
+        )
+        rec = {
+            "step": step,
+            "reward": float(np.mean([r.reward["score"] for r in rollouts])),
+            "acc": float(np.mean([r.reward.get("acc", 0.0) for r in rollouts])),
+            "format": float(np.mean([r.reward.get("format", 0.0) for r in rollouts])),
+            "bonus": float(np.mean([r.reward.get("bonus", 0.0) for r in rollouts])),
+            "tool_calls": float(np.mean([r.trajectory.num_tool_calls for r in rollouts])),
+            "frames": float(np.mean([r.trajectory.num_frames_used for r in rollouts])),
+            "valid": float(np.mean([r.trajectory.valid for r in rollouts])),
+            "seconds": round(time.perf_counter() - t0, 2),
+            **{k: round(v, 5) for k, v in stats.items()},
+        }
+        log(rec)
+        bar.set_postfix(
+            reward=f"{rec['reward']:.2f}", acc=f"{rec['acc']:.2f}", calls=f"{rec['tool_calls']:.2f}"
+        )
+        if (step + 1) % g.checkpoint_every == 0 or step + 1 == g.steps:
+            with atomic_path(ckpt) as tmp:
+                torch.save({"net": policy.net.state_dict(), "opt": opt.state_dict(), "step": step + 1}, tmp)
+    policy.save(d, clip_dir="../clip")
+    plot_curves(log_path, d / "curves.png", title=f"GRPO ({g.reward})")
+    from vidlab.io import atomic_write_json
+
+    atomic_write_json(d / "done.json", {"steps": g.steps})
+    return load_toy_policy(d)
+
+
+def plot_curves(log_path: Path, png: Path, title: str = "GRPO") -> Path:
+    """Reward components, accuracy, tool calls and frames per step (PNG, written atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vidlab.io import atomic_path
+
+    recs = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()]
+    steps = [r["step"] for r in recs]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    for k in ("reward", "acc", "bonus", "format"):
+        axes[0].plot(steps, [r[k] for r in recs], label=k)
+    axes[0].set_title("reward components")
+    axes[0].legend(fontsize=7)
+    axes[1].plot(steps, [r["tool_calls"] for r in recs], color="C4")
+    axes[1].set_title("tool calls / episode")
+    axes[2].plot(steps, [r["frames"] for r in recs], color="C5")
+    axes[2].set_title("frames / episode")
+    for ax in axes:
+        ax.set_xlabel("GRPO step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    return png
+
+
+def run(cfg: ToyTrainConfig, stages: tuple[str, ...] = ("grpo",)) -> dict[str, Any]:
+    """Run the pipeline up to GRPO (behaviour reward, plus ``acc-only`` when ``"grpo-acc-only"`` is in stages)."""
+    import torch
+
+    from vidlab.config import save_resolved
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_resolved(cfg, out)
+    log = Logger(out / "log.jsonl")
+    world = World(out / "data", cfg)
+    clip = stage_clip(world, out, cfg, log)
+    sft = stage_sft(world, clip, out, cfg, log)
+    labelled = stage_classify(world, sft, clip, out, cfg)
+    result: dict[str, Any] = {"world": world, "clip": clip, "sft": sft, "labels": labelled}
+    if "grpo" in stages:
+        result["grpo"] = stage_grpo(world, out / "sft", clip, labelled, out, cfg, "grpo")
+    if "grpo-acc-only" in stages:
+        import dataclasses
+
+        abl = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, reward="acc-only"))
+        result["grpo-acc-only"] = stage_grpo(world, out / "sft", clip, labelled, out, abl, "grpo-acc-only")
+    return result
+
+
+def config_dict(cfg: ToyTrainConfig) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+def export_weights(out: str | Path, dest: str | Path, policy: str = "grpo") -> Path:
+    """Copy ``OUT/clip`` and ``OUT/<policy>/policy.*`` to ``dest`` (the layout ``toy:DIR`` loads), atomically."""
+    from vidlab.io import atomic_write_bytes, atomic_write_json
+
+    src, d = Path(out), Path(dest)
+    (d / "clip").mkdir(parents=True, exist_ok=True)
+    for f in (src / "clip").iterdir():
+        if f.suffix in (".json", ".safetensors"):
+            atomic_write_bytes(d / "clip" / f.name, f.read_bytes())
+    atomic_write_bytes(d / "policy.safetensors", (src / policy / "policy.safetensors").read_bytes())
+    meta = json.loads((src / policy / "policy.json").read_text())
+    meta["clip"] = "clip"
+    atomic_write_json(d / "policy.json", meta)
+    return d

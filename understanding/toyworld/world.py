@@ -1,0 +1,394 @@
+"""The toy long-video world: seeded videos full of events, written as real mp4, and multiple-choice questions.
+
+One video per seed (``video_spec(seed, cfg)``): 32x32 pixels at 1 fps, minutes to an hour long. Every frame
+has a coloured **border** that never changes (static fact), a dark **background** that changes at scene cuts,
+a small grey **blob** that wanders (nuisance), and at most one **event** object in the middle: short flashes
+of shapes in colours, scheduled on one timeline so they never overlap. Four questions per video:
+
+- ``static``     "What colour is the border of the video?"          any frame answers it (should be Direct)
+- ``needle``     "What colour was the triangle?"                   one triangle, shown for ~1% of the video
+- ``count``      "How many circles appear between frame a and b?"  0-3 circle flashes inside a 128-frame
+  interval (each long enough for 8 uniform samples over the interval to see it; more circles elsewhere)
+- ``distractor`` "What colour was the plus?"                        one plus, right next to a square of
+  another colour (one of the options) at the same place
+
+Everything is a pure function of (seed, config): ``render_frame(spec, t)``. The answer-bearing facts live in
+``VideoSpec`` (ground truth for questions and teachers); policies only ever see decoded pixels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+COLOURS: dict[str, tuple[int, int, int]] = {
+    "red": (230, 40, 40),
+    "green": (40, 200, 60),
+    "blue": (60, 100, 255),
+    "yellow": (240, 220, 40),
+    "magenta": (220, 50, 200),
+    "cyan": (40, 210, 220),
+    "orange": (245, 140, 30),
+    "white": (245, 245, 245),
+}
+BACKGROUNDS = ((20, 20, 20), (40, 20, 20), (20, 40, 20), (20, 20, 45), (45, 40, 15))
+SHAPES = ("square", "circle", "triangle", "plus")
+KINDS = ("static", "needle", "count", "distractor")
+COUNT_WORDS = ("zero", "one", "two", "three")
+
+
+@dataclass
+class WorldConfig:
+    """Size and pace of the world's videos (defaults: the shipped preset)."""
+
+    size: int = 32  # frames are size x size
+    fps: float = 1.0
+    min_frames: int = 300  # 5 minutes at 1 fps
+    max_frames: int = 3600  # 1 hour at 1 fps
+    count_interval: int = 128  # frames in a count question's interval
+    count_event: int = 20  # frames each counted circle is shown (>= interval / 7: 8 uniform samples see it)
+    background_events: float = 1 / 150  # extra distracting flashes per frame
+    scene_length: int = 400  # mean frames between background changes
+
+
+@dataclass(frozen=True)
+class Event:
+    start: int
+    end: int
+    shape: str
+    colour: str
+    role: str = "filler"  # needle | distractor-target | distractor-foil | count | filler
+
+
+@dataclass
+class VideoSpec:
+    """Ground truth of one video: its length, border colour, scene cuts, events and question facts."""
+
+    seed: int
+    num_frames: int
+    fps: float
+    size: int
+    border: str
+    scenes: list[tuple[int, int]]  # (start frame, background index)
+    events: list[Event]
+    count_interval: tuple[int, int]
+    count: int
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def event_at(self, t: int) -> Event | None:
+        for ev in self.events:
+            if ev.start <= t < ev.end:
+                return ev
+        return None
+
+    def background_at(self, t: int) -> int:
+        bg = self.scenes[0][1]
+        for start, b in self.scenes:
+            if start <= t:
+                bg = b
+        return bg
+
+
+def _place(
+    rng: np.random.Generator, busy: list[tuple[int, int]], lo: int, hi: int, length: int, gap: int
+) -> int | None:
+    """A start in [lo, hi - length] whose [start - gap, end + gap) overlaps nothing busy (None after 200 tries)."""
+    if hi - lo < length:
+        return None
+    for _ in range(200):
+        s = int(rng.integers(lo, hi - length + 1))
+        if all(s + length + gap <= a or s >= b + gap for a, b in busy):
+            return s
+    return None
+
+
+def video_spec(seed: int, cfg: WorldConfig | None = None) -> VideoSpec:
+    """The seeded ground truth of one video (deterministic: same seed and config, same video)."""
+    cfg = cfg or WorldConfig()
+    rng = np.random.default_rng([int(seed), 7919])
+    n = int(rng.integers(cfg.min_frames, cfg.max_frames + 1))
+    names = sorted(COLOURS)
+    border = names[int(rng.integers(len(names)))]
+    scenes = [(0, int(rng.integers(len(BACKGROUNDS))))]
+    t = 0
+    while True:
+        t += int(rng.integers(cfg.scene_length // 2, cfg.scene_length * 3 // 2 + 1))
+        if t >= n:
+            break
+        scenes.append((t, int(rng.integers(len(BACKGROUNDS)))))
+    events: list[Event] = []
+    busy: list[tuple[int, int]] = []
+    needle_len = max(2, math.ceil(n / 90))  # >= the clip_sample candidate spacing (n / 128)
+
+    def add(start: int, length: int, shape: str, colour: str, role: str) -> None:
+        events.append(Event(start, start + length, shape, colour, role))
+        busy.append((start, start + length))
+
+    # count interval and its circles
+    L = min(cfg.count_interval, n // 2)
+    a = int(rng.integers(0, n - L + 1))
+    count = int(rng.integers(0, len(COUNT_WORDS)))
+    busy_iv: list[tuple[int, int]] = []
+    placed = 0
+    for _ in range(count):
+        s = _place(rng, busy_iv, a, a + L, cfg.count_event, cfg.count_event)
+        if s is None:
+            break
+        busy_iv.append((s, s + cfg.count_event))
+        add(s, cfg.count_event, "circle", names[int(rng.integers(len(names)))], "count")
+        placed += 1
+    count = placed
+    busy.append((a, a + L))  # nothing else inside the interval
+    # needle triangle
+    needle_colour = names[int(rng.integers(len(names)))]
+    s = _place(rng, busy, 0, n, needle_len, needle_len)
+    if s is not None:
+        add(s, needle_len, "triangle", needle_colour, "needle")
+    # plus next to a square foil of another colour
+    target = names[int(rng.integers(len(names)))]
+    foil = rng.choice([c for c in names if c != target])
+    s = _place(rng, busy, 0, n, 3 * needle_len, needle_len)
+    if s is not None:
+        first_is_foil = bool(rng.integers(2))
+        add(s + (0 if first_is_foil else 2 * needle_len), needle_len, "square", str(foil), "distractor-foil")
+        add(s + (2 * needle_len if first_is_foil else 0), needle_len, "plus", target, "distractor-target")
+    # fillers: circles and squares elsewhere (never triangles or pluses: those are the needles)
+    for _ in range(int(n * cfg.background_events)):
+        length = int(rng.integers(needle_len, 3 * needle_len + 1))
+        s = _place(rng, busy, 0, n, length, 2)
+        if s is None:
+            continue
+        add(s, length, str(rng.choice(["circle", "square"])), names[int(rng.integers(len(names)))], "filler")
+    events.sort(key=lambda e: e.start)
+    facts = {
+        "border": border,
+        "needle": needle_colour,
+        "count": count,
+        "distractor": target,
+        "foil": str(foil),
+    }
+    return VideoSpec(int(seed), n, cfg.fps, cfg.size, border, scenes, events, (a, a + L), count, facts)
+
+
+# ----------------------------------------------------------------------------------------------- rendering
+def _shape_mask(shape: str, size: int) -> np.ndarray:
+    """Boolean mask of a centred shape, about 40% of the frame wide."""
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) + 0.5
+    c, r = size / 2, size * 0.2
+    dx, dy = xx - c, yy - c
+    if shape == "square":
+        return (np.abs(dx) <= r * 0.85) & (np.abs(dy) <= r * 0.85)
+    if shape == "circle":
+        return dx * dx + dy * dy <= r * r
+    if shape == "triangle":
+        return (dy >= -r) & (dy <= r) & (np.abs(dx) <= (dy + r) / 2)
+    if shape == "plus":
+        return ((np.abs(dx) <= r * 0.3) & (np.abs(dy) <= r)) | ((np.abs(dy) <= r * 0.3) & (np.abs(dx) <= r))
+    raise ValueError(f"unknown shape {shape!r}; known: {SHAPES}")
+
+
+def render_frame(spec: VideoSpec, t: int) -> np.ndarray:
+    """Frame ``t`` of the video as uint8 [size, size, 3]."""
+    s = spec.size
+    img = np.empty((s, s, 3), np.uint8)
+    img[:] = BACKGROUNDS[spec.background_at(t)]
+    b = max(2, s // 16)
+    col = COLOURS[spec.border]
+    img[:b], img[-b:], img[:, :b], img[:, -b:] = col, col, col, col
+    # wandering grey blob (a nuisance the CLIP must learn to ignore)
+    rng = np.random.default_rng([spec.seed, 31])
+    px, py, vx, vy = rng.uniform(0, 1, 4)
+    x = int(b + (abs(((px + 0.013 * (vx + 0.5) * t) % 2) - 1)) * (s - 2 * b - 4))
+    y = int(b + (abs(((py + 0.011 * (vy + 0.5) * t) % 2) - 1)) * (s - 2 * b - 4))
+    img[y : y + 4, x : x + 4] = (128, 128, 128)
+    ev = spec.event_at(t)
+    if ev is not None:
+        img[_mask(ev.shape, s)] = COLOURS[ev.colour]
+    return img
+
+
+_MASKS: dict[tuple[str, int], np.ndarray] = {}
+
+
+def _mask(shape: str, size: int) -> np.ndarray:
+    key = (shape, size)
+    if key not in _MASKS:
+        _MASKS[key] = _shape_mask(shape, size)
+    return _MASKS[key]
+
+
+def caption(spec: VideoSpec, t: int) -> str:
+    """What frame ``t`` shows, in words (CLIP training text): e.g. "a red triangle, blue border"."""
+    ev = spec.event_at(t)
+    thing = f"a {ev.colour} {ev.shape}" if ev else "no shape"
+    return f"{thing}, {spec.border} border"
+
+
+def write_video(spec: VideoSpec, path: str | os.PathLike) -> Path:
+    """Render the whole video to ``path`` as h264 mp4 (yuv444p keeps the small shapes' colours), atomically."""
+    from vidlab.video import write_video as _write
+
+    frames = (render_frame(spec, t) for t in range(spec.num_frames))
+    return _write(frames, path, spec.fps, codec="h264", pix_fmt="yuv444p", crf=12, gop=64)
+
+
+# ----------------------------------------------------------------------------------------------- questions
+def questions(spec: VideoSpec, video: str) -> list[dict[str, Any]]:
+    """The four multiple-choice questions of one video as lmms-eval-style rows (options shuffled by seed)."""
+    rng = np.random.default_rng([spec.seed, 4243])
+    names = sorted(COLOURS)
+    f = spec.facts
+    a, b = spec.count_interval
+    out = []
+
+    def colour_options(correct: str, must: Sequence[str] = ()) -> list[str]:
+        others = [c for c in names if c != correct and c not in must]
+        opts = [correct, *must, *rng.choice(others, 3 - len(must), replace=False).tolist()]
+        return [str(o) for o in rng.permutation(opts)]
+
+    specs = [
+        ("static", "What colour is the border of the video?", colour_options(f["border"]), f["border"]),
+        ("needle", "What colour was the triangle?", colour_options(f["needle"]), f["needle"]),
+        (
+            "count",
+            f"How many circles appear between frame {a} and frame {b}?",
+            list(COUNT_WORDS),
+            COUNT_WORDS[f["count"]],
+        ),
+        (
+            "distractor",
+            "What colour was the plus?",
+            colour_options(f["distractor"], [f["foil"]]),
+            f["distractor"],
+        ),
+    ]
+    for kind, q, opts, correct in specs:
+        letter = chr(65 + opts.index(correct))
+        out.append(
+            {
+                "id": f"toy{spec.seed:05d}-{kind}",
+                "video": video,
+                "question": q,
+                "options": opts,
+                "answer": letter,
+                "question_type": "mc",
+                "category": kind,
+                "duration": round(spec.num_frames / spec.fps, 1),
+            }
+        )
+    return out
+
+
+@dataclass
+class Split:
+    """One split on disk: its seeds, videos and question rows (``questions.jsonl``)."""
+
+    name: str
+    root: Path
+    seeds: list[int]
+    rows: list[dict[str, Any]]
+
+    @property
+    def jsonl(self) -> Path:
+        return self.root / "questions.jsonl"
+
+
+SPLIT_OFFSETS = {"train": 0, "val": 100_000, "test": 200_000}
+
+
+def split_seeds(name: str, n: int, base_seed: int = 0) -> list[int]:
+    """Disjoint seed ranges per split: train from 0, val from 100,000, test from 200,000 (+ 1000 x base_seed)."""
+    if name not in SPLIT_OFFSETS:
+        raise ValueError(f"split must be one of {sorted(SPLIT_OFFSETS)}, got {name!r}")
+    start = SPLIT_OFFSETS[name] + 1000 * int(base_seed)
+    return list(range(start, start + int(n)))
+
+
+def build_split(
+    root: str | os.PathLike,
+    name: str,
+    n_videos: int,
+    cfg: WorldConfig | None = None,
+    base_seed: int = 0,
+    progress: bool = False,
+) -> Split:
+    """Render (or reuse) the split's videos under ``root/name/`` and write its questions as JSONL."""
+    from vidlab.io import atomic_write_text
+
+    cfg = cfg or WorldConfig()
+    d = Path(root) / name
+    (d / "videos").mkdir(parents=True, exist_ok=True)
+    seeds = split_seeds(name, n_videos, base_seed)
+    rows: list[dict[str, Any]] = []
+    it: Iterable[int] = seeds
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(seeds, desc=f"render {name}", unit="video")
+    for s in it:
+        spec = video_spec(s, cfg)
+        rel = f"videos/{s:06d}.mp4"
+        path = d / rel
+        if not path.is_file():
+            write_video(spec, path)
+        rows.extend(questions(spec, rel))
+    atomic_write_text(d / "questions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    atomic_write_text(d / "world.json", json.dumps({"config": asdict(cfg), "seeds": seeds}, indent=1))
+    return Split(name, d, seeds, rows)
+
+
+class MemoryReader:
+    """A ``vidlab.video`` reader's interface over a video decoded once into memory (toy videos are tiny).
+
+    Training runs thousands of episodes over the same few videos; decoding each once keeps the frames exactly
+    the mp4's decoded frames while making repeat requests free.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        from vidlab.video import open_video
+
+        self.path = Path(path)
+        with open_video(path) as r:
+            self.num_frames = int(r.num_frames)
+            self.fps = float(r.fps)
+            self.width, self.height = int(r.width), int(r.height)
+            self._times = np.asarray(r.timestamps(np.arange(self.num_frames)), dtype=np.float64)
+            self._frames = np.stack([f for _, f in r.iter_frames()])
+
+    def get_frames(
+        self, indices: Sequence[int] | np.ndarray, size: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_frames):
+            raise IndexError(f"frame indices must lie in 0..{self.num_frames - 1} for {self.path}")
+        if size is not None and tuple(size) != (self.width, self.height):
+            from vidlab.video import fit_within
+
+            w, h = fit_within(self.width, self.height, size)
+            if (w, h) != (self.width, self.height):
+                from PIL import Image
+
+                return np.stack([np.asarray(Image.fromarray(f).resize((w, h))) for f in self._frames[idx]])
+        return self._frames[idx]
+
+    def get_frame(self, index: int, size: tuple[int, int] | None = None) -> np.ndarray:
+        return self.get_frames([index], size)[0]
+
+    def timestamps(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        return self._times[np.asarray(indices, dtype=np.int64)]
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> MemoryReader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
