@@ -44,11 +44,12 @@ class ScoreWorker:
 
 
 def score_items(cfg: CompbenchConfig) -> list[dict[str, Any]]:
-    from generation.compbench.jobs import read_manifest
+    """The finished videos, from a manifest rebuilt from the job records (a killed run left an old one)."""
+    from generation.compbench.jobs import write_manifest
 
     out = Path(cfg.out)
     items = []
-    for r in read_manifest(out):
+    for r in write_manifest(cfg):
         if r["status"] != "ok" or r["method"] not in cfg.methods:
             continue
         st = (out / r["video"]).stat()
