@@ -26,7 +26,7 @@ import logging
 from typing import Any
 from uuid import uuid4
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import AgentData
 
 from understanding import protocol as P
@@ -71,15 +71,16 @@ class VideoBrainAgentLoop(AgentLoopBase):
         messages = list(kwargs["raw_prompt"])
         extra_info = dict(kwargs.get("extra_info") or {})
         tools_kwargs = dict(kwargs.get("tools_kwargs") or {})
-        vb = dict(extra_info.get(SESSION_KEY) or {})
+        vb: dict[str, Any] = dict(extra_info.get(SESSION_KEY) or {})
         offered = [t for t in (vb.get("tools") or list(self.tools)) if t in self.tools]
 
         mm = await self.process_multi_modal_info(messages)
-        images = mm.get("images")
+        images: Any = mm.get("images")
+        no_videos: Any = None
         agent_data = AgentData(
             messages=messages,
             image_data=images,
-            video_data=None,
+            video_data=no_videos,
             audio_data=None,
             mm_processor_kwargs=self._get_mm_processor_kwargs(None),
             metrics={},
@@ -130,6 +131,7 @@ class VideoBrainAgentLoop(AgentLoopBase):
                 end_reason, invalid = "answered", False
                 break
             call = parsed.tool_call
+            assert call is not None  # the parser returns an error, an answer or a call
             session = get_session(agent_data)
             spent = session["num_calls"] if session else 0
             if spent >= self.max_calls:
@@ -146,9 +148,9 @@ class VideoBrainAgentLoop(AgentLoopBase):
                 end_reason = f"turn {n}: {metrics['error']}"
                 break
             processed = await self.process_multi_modal_info(
-                [observation_message(response.text, metrics["frames"], response.image)]
+                [observation_message(response.text or "", metrics["frames"], list(response.image or []))]
             )
-            obs = observation_message(response.text, metrics["frames"], processed.get("images") or [])
+            obs = observation_message(response.text or "", metrics["frames"], processed.get("images") or [])
             previous = list(agent_data.messages)
             agent_data.messages.append(obs)
             merge, mask, logprobs = await self.ct_merge_context_msg(
@@ -167,13 +169,13 @@ class VideoBrainAgentLoop(AgentLoopBase):
             agent_data.image_data = list(agent_data.image_data or []) + list(obs_images(obs))
             agent_data.user_turns += 1
 
-        session = get_session(agent_data) or {}
+        state: dict[str, Any] = get_session(agent_data) or {}
         response_ids = agent_data.prompt_ids[prompt_len:]
         extra = {
-            "frames_used": list(session.get("frames_shown", vb.get("initial_frames", []))),
-            "initial_frame_indices": list(session.get("initial_frames", vb.get("initial_frames", []))),
-            "num_tool_calls": int(session.get("num_calls", 0)),
-            "tool_calls": list(session.get("calls", [])),
+            "frames_used": list(state.get("frames_shown", vb.get("initial_frames", []))),
+            "initial_frame_indices": list(state.get("initial_frames", vb.get("initial_frames", []))),
+            "num_tool_calls": int(state.get("num_calls", 0)),
+            "tool_calls": list(state.get("calls", [])),
             "end_reason": end_reason,
             "invalid_reason": end_reason if invalid else None,
             "assistant_turns": turns,
@@ -189,7 +191,7 @@ class VideoBrainAgentLoop(AgentLoopBase):
             multi_modal_data=multi_modal_data,
             mm_processor_kwargs=agent_data.mm_processor_kwargs,
             num_turns=agent_data.user_turns + agent_data.assistant_turns + 1,
-            metrics=agent_data.metrics,
+            metrics=AgentLoopMetrics(**agent_data.metrics),
             extra_fields=extra,
         )
         return output

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 def embed_one(self, p: str):
                     return self.embed(p)
 
-            actor = TextEmbedder.remote()
+            actor = TextEmbedder.remote()  # type: ignore[attr-defined]
             ray.get(actor.embed_one.remote(prompt))
             actor_ms = _median_ms(lambda: ray.get(actor.embed_one.remote(prompt)), args.calls)
         finally:

@@ -146,7 +146,8 @@ class VideoBrainTool(BaseTool):
             )
         cfg = self.config
         self.max_calls = int(cfg.get("max_calls", 5))
-        self.max_size = tuple(int(x) for x in cfg.get("max_size", MAX_SIZE))
+        w, h = (int(x) for x in cfg.get("max_size", MAX_SIZE))
+        self.max_size: tuple[int, int] = (w, h)
         self._instances: dict[str, dict[str, Any]] = {}
 
     async def create(
@@ -191,8 +192,8 @@ class VideoBrainTool(BaseTool):
             call, err = P.parse_tool_call(
                 json.dumps({"name": self.name, "arguments": parameters}, default=str)
             )
-            if err:
-                raise AgentError(err)
+            if err or call is None:
+                raise AgentError(err or f"{self.name}: unreadable call")
             if session["num_calls"] >= session["max_calls"]:
                 raise AgentError(f"tool call after the call budget ({session['max_calls']}) was spent")
             dup = P.duplicate_reason(call, history(session))

@@ -253,7 +253,9 @@ def make_trainer_class():
                 raise RuntimeError(f"{len(prompts)} prompts for {len(rows)} batch rows")
             g = int(self.num_generations)
             k = int(round(self.behaviour_mix * g)) if self.behaviour is not None else 0
-            rollouts, completions, extra = [], [], {"frames_used": [], "initial_frame_indices": []}
+            rollouts: list[_Rollout] = []
+            completions: list[Any] = []
+            extra: dict[str, list[Any]] = {"frames_used": [], "initial_frame_indices": []}
             self.episodes = []
             played = []
             with self._generation_model():
@@ -456,7 +458,7 @@ def load_rows(cfg: TrlConfig) -> list[dict[str, Any]]:
         source = f"jsonl:{write_needle_benchmark(Path(cfg.out) / 'data', n=cfg.synthetic_questions, num_frames=cfg.synthetic_frames)}"
     rows, bad = [], []
     for r in iter_source(source):
-        d = dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(r)
+        d = dataclasses.asdict(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else dict(r)
         if "__problem__" in d:
             bad.append(d["__problem__"])
             continue
@@ -558,10 +560,12 @@ def build_trainer(
 def _clip_agents_factory(cfg: TrlConfig):
     from understanding.rl.tools import WORKER_AGENTS
 
+    model = str(cfg.clip_model)
+
     def make(video: str) -> list[Any]:
         return [
             WORKER_AGENTS.uniform(video),
-            WORKER_AGENTS.clip(video, cfg.clip_model, cfg.clip_sampling, cfg.index_cache_dir, True),
+            WORKER_AGENTS.clip(video, model, cfg.clip_sampling, cfg.index_cache_dir, True),
         ]
 
     return make

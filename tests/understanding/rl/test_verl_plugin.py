@@ -213,6 +213,7 @@ def _reward(verl_out, worker, out, batch):
     )  # verl binds the manager to its loop
 
 
+@pytest.mark.slow
 def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(
     verl_out, tiny_dir, question_rows, rl_root
 ):
@@ -282,6 +283,7 @@ def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(
     assert result["reward_extra_info"]["frames_used"] == len(traj.frames_used)
 
 
+@pytest.mark.slow
 def test_agent_loop_with_the_model_sampling_ends_and_scores_zero(verl_out, tiny_dir):
     out, worker, server, batch = _run_worker(verl_out, tiny_dir, None)
     mask = out.batch["response_mask"][0]
