@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vidlab {__version__}")
         return 0
     name, rest = argv[0], argv[1:] + (["--debug"] if debug else [])
+    if name not in commands():  # `vidlab: error: unknown command ...`, not `vidlab <typo>: error: ...`
+        return run_command("vidlab", lambda _: load_command(name)([]), ["--debug"] if debug else [])
 
     def dispatch(args: list[str]) -> int | None:
         return load_command(name)(args)
