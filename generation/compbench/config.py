@@ -97,6 +97,11 @@ class CompbenchConfig:
         if self.run.num_workers < 1:
             raise ConfigError(f"run.num_workers must be >= 1, got {self.run.num_workers}")
         g = self.generate
+        if g.seed != 0 or g.planner != "rule" or g.num_videos != 1:
+            raise ConfigError(
+                "generate.seed / generate.planner / generate.num_videos are not used by compbench: "
+                "set seeds=[...] and planner=... at the top level (one video per prompt x seed x method)"
+            )
         if g.frames % 4 != 1 or g.frames < 1:
             raise ConfigError(f"generate.frames={g.frames} must be 4k+1 (Wan's VAE compresses time by 4)")
         if g.height % 16 or g.width % 16:

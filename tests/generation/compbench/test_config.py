@@ -1,0 +1,50 @@
+"""CompbenchConfig: presets resolve, mistakes are one-line ConfigErrors before anything loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from generation.comp_attn import CompAttnConfig
+from generation.compbench.config import METHODS, CompbenchConfig, method_comp_attn
+from vidlab.config import ConfigError, resolve
+
+
+@pytest.mark.parametrize(
+    "preset", ["compbench/tiny", "compbench/wan2.1-t2v-14b", "compbench/wan2.2-t2v-a14b"]
+)
+def test_presets_resolve(preset):
+    cfg = resolve(CompbenchConfig, preset, []).check()
+    assert cfg.methods == list(METHODS)
+    if "wan" in preset:
+        assert (
+            cfg.prompts_per_category is None
+            and cfg.run.num_gpus_per_worker == 1
+            and cfg.generate.frames == 81
+        )
+
+
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ("methods=[baseline,magic]", "subset of"),
+        ("seeds=[]", "at least one seed"),
+        ("seeds=[1,1]", "must not repeat"),
+        ("generate.seed=4", "seeds="),
+        ("run.backend=slurm", "local or ray"),
+        ("prompts_per_category=0", ">= 1"),
+    ],
+)
+def test_mistakes_are_config_errors(override, match):
+    with pytest.raises(ConfigError, match=match):
+        resolve(CompbenchConfig, "compbench/tiny", [override]).check()
+
+
+def test_methods_switch_sci_and_lam_only():
+    base = CompAttnConfig()
+    base.lam.alpha_max = 2.5
+    for m, (enabled, sci, lam) in METHODS.items():
+        c = method_comp_attn(base, m)
+        assert (c.enabled, c.sci.enabled, c.lam.enabled) == (enabled, sci, lam) and c.lam.alpha_max == 2.5
+    inert = method_comp_attn(base, "baseline", capture=True)
+    assert inert.enabled and not inert.sci.enabled and not inert.lam.enabled and inert.capture_attention
+    assert base.lam.enabled and not base.capture_attention  # the preset's config is not changed
