@@ -278,6 +278,8 @@ def effect(quick: bool) -> dict:
             ("lam_placebo", placebo, True),
         ):
             r, cfg = run(prompt, layout, lam_on)
+            if cond == "lam_real":
+                res_real = r
             swap = cond == "lam_placebo"  # the store's masks are the layout LAM followed: put real first
             row = {"prompt": prompt, "run": cond}
             for name, sel in (("after", dict(steps=after)), ("block1", dict(steps=inside, blocks=[1]))):
@@ -292,7 +294,6 @@ def effect(quick: bool) -> dict:
             rows.append(row)
         with torch.no_grad():
             emb = pipe.encode_prompt(prompt, do_classifier_free_guidance=False, max_sequence_length=512)[0][0]
-            res_real = run(prompt, real, True)[0]
             anchors = encode_anchors(pipe.tokenizer, pipe.text_encoder, res_real.subjects)
             plan = compute_sci(emb, res_real.token_indices, anchors, cfg.sci.tau, cfg.sci.rescale)
             cos_before.append(mean_pairwise_cosine(pooled(emb, res_real.token_indices)))

@@ -120,15 +120,29 @@ def test_lam_window_and_blocks_follow_the_config():
         apply_comp_attn(_pipe(), cfg)
 
 
-def test_lam_moves_attention_into_the_boxes():
+def test_biased_step_share_is_circular_so_the_effect_measure_reads_unbiased_maps():
+    """On the steps LAM biased, the in-box share is read from the probabilities LAM wrote: a placebo layout
+    (boxes contradicting the prompt) "follows" just as well. That figure only checks the mechanism; the
+    effect measure, ``layout_faithfulness``, reads maps LAM did not bias and reports the placebo beside."""
+    from generation.attention_measure import layout_faithfulness, placebo_layout
+
     base = CompAttnConfig(capture_attention=True)
     base.lam.enabled = False
-    on = CompAttnConfig(capture_attention=True)
-    off_res, on_res = _gen(base), _gen(on)
-    active = [0]  # step_fraction 0.3 of 4 steps
-    off = np.array(off_res.maps.mean_inside_share(active))
-    inside = np.array(on_res.maps.mean_inside_share(active))
-    assert (inside > off + 0.2).all(), (off, inside)
+    on = CompAttnConfig(capture_attention=True)  # step_fraction 0.3 of 4 steps: progress 0, 0.25 biased
+    placebo = placebo_layout(LAYOUT)
+    off_res, real_res, placebo_res = _gen(base), _gen(on), _gen(on, layout=placebo)
+    assert (
+        off_res.maps.biased_steps == []
+        and real_res.maps.biased_steps == placebo_res.maps.biased_steps == [0, 1]
+    )
+    off_real = np.array(off_res.maps.mean_inside_share([0, 1]))
+    off_placebo = np.array([layout_faithfulness(off_res.maps, steps=[0, 1]).placebo_share])
+    real = np.array(real_res.maps.mean_inside_share([0, 1]))
+    fake = np.array(placebo_res.maps.mean_inside_share([0, 1]))  # share inside the placebo boxes it followed
+    assert (real > off_real + 0.2).all() and (fake.mean() > off_placebo + 0.2).all(), (off_real, real, fake)
+    f = layout_faithfulness(real_res.maps)
+    assert not f.biased and f.steps == [2, 3] and f.n_maps == 2 * 2  # after the window, both blocks
+    assert f.placebo_share is not None and 0 < f.chance < 1
 
 
 def test_attention_maps_are_captured_per_step_and_saved(tmp_path):
