@@ -189,6 +189,31 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+class OutputDirError(UserError):
+    """An output folder that cannot be created or written (permissions, a file in the way, read-only disk)."""
+
+
+def ensure_output_dir(folder: str | os.PathLike) -> Path:
+    """Create ``folder`` (and parents) if needed and check it is writable, or raise :class:`OutputDirError`
+    naming it and the reason. Call it after validating the inputs and before writing the first output."""
+    out = Path(folder)
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(
+            f"output folder {str(out)!r} is a file, not a folder; choose another output folder"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputDirError(
+            f"cannot create output folder {str(out)!r}: {e.strerror or e}; choose a writable output folder"
+        ) from e
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputDirError(
+            f"output folder {str(out)!r} is not writable (permission denied); choose another output folder"
+        )
+    return out
+
+
 class InputFileError(UserError):
     """An input path that cannot be read as a regular file; ``.path`` and ``.reason`` say why."""
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vidlab.errors import UserError
+from vidlab.io import OutputDirError, ensure_output_dir
 
 JOB_FILE = "job.json"
 LOCK_FILE = ".job.lock"
@@ -49,10 +50,6 @@ class JobIdentityError(UserError):
     def __init__(self, message: str, differences: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.differences = list(differences)
-
-
-class OutputDirError(UserError):
-    """The output folder cannot be created or written (permissions, a file in the way, read-only disk)."""
 
 
 # ------------------------------------------------------------------------------------------ fingerprints
@@ -155,20 +152,7 @@ _HELD_GUARD = threading.Lock()
 
 
 def _ensure_dir(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise OutputDirError(
-            f"output folder {str(out)!r} is a file, not a folder; choose another output folder"
-        )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OutputDirError(
-            f"cannot create output folder {str(out)!r}: {e.strerror or e}; choose a writable output folder"
-        ) from e
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise OutputDirError(
-            f"output folder {str(out)!r} is not writable (permission denied); choose another output folder"
-        )
+    ensure_output_dir(out)
 
 
 @contextlib.contextmanager
