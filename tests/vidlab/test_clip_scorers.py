@@ -47,3 +47,62 @@ def test_faiss_recall_against_exact():
     approx = make_scorer("faiss", x, nlist=64, nprobe=8)
     r = recall_at_k(approx.search(q, 10)[1], exact)
     assert 0.6 < r <= 1.0
+
+
+def _brute(emb, q, k):
+    """Reference: float64 scores of the stored rows, top k by score then lower row id."""
+    s = np.asarray(emb, np.float64) @ np.asarray(q, np.float64)
+    order = np.lexsort((np.arange(len(s)), -s))[:k]
+    return order, s[order]
+
+
+@pytest.mark.parametrize("backend", ["int8", "torch"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_exact_on_near_ties_that_quantization_cannot_separate(backend, dtype):
+    """Rows that differ by far less than one int8 step (1e-3) around the k-th place: only exact rescoring of
+    the stored vectors orders them; the int8 scores alone would flip some of them."""
+    if backend == "int8":
+        pytest.importorskip("numba")
+    rng = np.random.default_rng(3)
+    d, k = 64, 8
+    emb = _unit(20000, d, 5)
+    q = _unit(1, d, 6)[0]
+    # 40 near-copies of the query direction, spread by ~1e-5..1e-4 in score: ties at the top-k boundary
+    base = q + 0.35 * _unit(1, d, 7)[0]
+    noise = rng.standard_normal((40, d)).astype(np.float32) * 2e-4
+    near = base + noise
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    emb[rng.choice(20000, 40, replace=False)] = near
+    emb = emb.astype(dtype)
+    s = ExactScorer(emb, backend=backend)
+    assert s.backend == backend
+    rows, vals = _brute(emb, q, k)
+    got_v, got_r = s.search(q, k)
+    np.testing.assert_array_equal(got_r[0], rows)
+    np.testing.assert_allclose(got_v[0], vals, rtol=0, atol=1e-6)
+    assert s.last_candidates >= k
+    # the int8 codes on their own do not give this order: the rescoring is what makes it exact
+    if backend == "int8":
+        from vidlab.clip.scorers import quantize_rows
+
+        codes, scale, _ = quantize_rows(emb)
+        approx = (codes.astype(np.float64) * scale[:, None]) @ q.astype(np.float64)
+        assert not np.array_equal(np.argsort(-approx, kind="stable")[:k], rows)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_int8_scan_equals_fp32_brute_force_on_random_data(seed):
+    pytest.importorskip("numba")
+    emb = _unit(30000, 128, seed).astype(np.float16)
+    qs = _unit(5, 128, seed + 10)
+    s = ExactScorer(emb)
+    assert s.backend == "int8"
+    _, rows = s.search(qs, 10)
+    for j, q in enumerate(qs):
+        np.testing.assert_array_equal(rows[j], _brute(emb, q, 10)[0])
+    assert s.last_candidates < 30000 // 10  # the bound prunes: only a few rows are rescored
+    # duplicates (exact ties) come back by lower row id, and k beyond N returns everything
+    dup = np.concatenate([emb[:100], emb[:100]])
+    _, r = ExactScorer(dup).search(dup[5].astype(np.float32), 2)
+    assert r[0].tolist() == [5, 105]
+    assert ExactScorer(dup).search(qs[0], 10**6)[1].shape == (1, 200)
