@@ -87,3 +87,16 @@ def test_input_problems_have_true_reasons(tmp_path):
     with pytest.raises(InputFileError, match="cannot read video: symlink loop") as ei:
         require_regular_file(loop, what="video")
     assert ei.value.path == str(loop)
+
+
+def test_ensure_output_dir_is_one_typed_error(tmp_path):
+    from vidlab.errors import UserError
+    from vidlab.io import OutputDirError, ensure_output_dir
+
+    assert ensure_output_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(OutputDirError, match="is a file, not a folder"):
+        ensure_output_dir(tmp_path / "f")
+    with pytest.raises(OutputDirError, match="cannot create output folder .*Not a directory"):
+        ensure_output_dir(tmp_path / "f" / "sub")
+    assert issubclass(OutputDirError, UserError)
