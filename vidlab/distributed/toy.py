@@ -45,9 +45,9 @@ class FlakyWorker(EchoWorker):
                 name = ray.get_runtime_context().get_actor_name() or ""
             except Exception:  # noqa: BLE001 - not in Ray
                 pass
-            tmp = Path(f"{marker}.tmp")
-            tmp.write_text(name)
-            os.replace(tmp, marker)
+            from vidlab.io import atomic_write_text
+
+            atomic_write_text(marker, name)
             time.sleep(60)  # killed before this returns
         return super().process(item)
 
