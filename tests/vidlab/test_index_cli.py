@@ -218,3 +218,17 @@ def test_damaged_index_record_is_reported_and_redone(videos, tmp_path, capsys):
     out = capsys.readouterr()
     assert f"{results}:1: result field 'frames' should be int, got 'three'" in out.err
     assert "videos: 1" in out.out and "frames: 3" in out.out
+
+
+def test_video_rewritten_in_place_is_reindexed(tmp_path, capsys):
+    v = tmp_path / "v.mp4"
+    render_synthetic(v, 48, fps=24, width=96, height=72, seed=0)
+    idx = tmp_path / "i"
+    assert index_main([str(v), "--cache-dir", str(idx), "--sampling", "every=24", "--quiet"]) == 0
+    first = json.loads((idx / "manifest.json").read_text())["videos"][0]["cache_file"]
+    render_synthetic(v, 72, fps=24, width=96, height=72, seed=5)  # other content, same path
+    capsys.readouterr()
+    assert index_main([str(v), "--cache-dir", str(idx), "--sampling", "every=24", "--quiet"]) == 0
+    assert "indexed: 1" in capsys.readouterr().out
+    videos = json.loads((idx / "manifest.json").read_text())["videos"]
+    assert len(videos) == 1 and videos[0]["cache_file"] != first and videos[0]["frames"] == 3

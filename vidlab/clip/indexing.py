@@ -108,6 +108,14 @@ def job_dir_for(cache_dir: str | os.PathLike, model_spec: str, sampling: str) ->
     return Path(cache_dir) / "jobs" / slug
 
 
+def _stat(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None  # a missing video becomes a recorded failure
+    return [st.st_size, st.st_mtime_ns]
+
+
 def index_videos(
     videos: list[Path],
     cache_dir: str | os.PathLike,
@@ -135,7 +143,9 @@ def index_videos(
     sampling = Sampling.parse(sampling).spec
     tag = load_model(model, device="cpu" if device == "auto" else device).tag  # validates the spec up front
     job = Path(job_dir) if job_dir else job_dir_for(cache_dir, tag, sampling)
-    items = [{"id": str(v.resolve()), "path": str(v)} for v in videos]
+    # size + mtime in the item: a video rewritten in place changes its item, so its old record no longer
+    # counts (run_job compares item hashes) and it is re-indexed instead of keeping the old content's cache
+    items = [{"id": str(v.resolve()), "path": str(v), "stat": _stat(v)} for v in videos]
     kwargs = {
         "model": model,
         "sampling": sampling,
