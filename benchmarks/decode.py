@@ -6,8 +6,9 @@ file is the short one's packets repeated with shifted timestamps (remuxed, not r
 Cases: 16 / 32 / 128 frames, uniform (``uniform_indices``) and random (unsorted) indices.
 Peers: decord ``get_batch`` (indices as given; timed in its own block per file, because an open decord
 reader keeps a core busy in background threads); PyAV seeking once per frame (seek to the frame's
-timestamp, decode forward to it); PyAV decoding sequentially from the start to the last requested
-frame (both PyAV peers convert to RGB the way vidlab does); torchcodec if it imports; vidlab ``open_video(path)`` (auto backend). Readers are opened once
+timestamp, decode forward to it), with PyAV's default threading and with ``thread_type="AUTO"`` (frame +
+slice threads); torchcodec in both seek modes (``exact``, ``approximate``); PyAV decoding sequentially from the start to the last requested
+frame (the PyAV peers convert to RGB the way vidlab does); vidlab ``open_video(path)`` (auto backend). Readers are opened once
 per file (opening is reported separately); every timed call fetches the frames as RGB arrays.
 Also measured: peak RSS of a fresh process reading 32 frames from the long (2-hour) video.
 """
@@ -100,11 +101,13 @@ def _rgb_converter():
 class PyAVSeekPerFrame:
     """The common recipe: for each index seek to its timestamp (backward to a keyframe), decode forward to it."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, thread_type: str | None = None):
         import av
 
         self.c = av.open(str(path))
         self.s = self.c.streams.video[0]
+        if thread_type:  # "AUTO": frame + slice threads, PyAV's fastest documented setting
+            self.s.thread_type = thread_type
         self.tb = self.s.time_base
         self.start = self.s.start_time or 0
         self.rate = Fraction(self.s.average_rate)
@@ -202,16 +205,15 @@ def main(argv=None) -> int:
         reader = open_video(path)
         open_s = {"vidlab": time.perf_counter() - t0}
         n_frames = reader.num_frames
-        peers: dict = {"pyav-seek": PyAVSeekPerFrame(path)}
+        peers: dict = {"pyav-seek": PyAVSeekPerFrame(path), "pyav-seek-auto": PyAVSeekPerFrame(path, "AUTO")}
         if "torchcodec" in have:
             from torchcodec.decoders import VideoDecoder
 
-            t0 = time.perf_counter()
-            dec = VideoDecoder(str(path), seek_mode="exact", dimension_order="NHWC")
-            open_s["torchcodec"] = time.perf_counter() - t0
-            peers["torchcodec"] = lambda idx, dec=dec: dec.get_frames_at(
-                indices=list(map(int, idx))
-            ).data.numpy()
+            for mode, name in (("exact", "tc-exact"), ("approximate", "tc-approx")):
+                t0 = time.perf_counter()
+                dec = VideoDecoder(str(path), seek_mode=mode, dimension_order="NHWC")
+                open_s[name] = time.perf_counter() - t0
+                peers[name] = lambda idx, dec=dec: dec.get_frames_at(indices=list(map(int, idx))).data.numpy()
         # PyAV sequential decodes to the last requested frame, whatever the count: timed once per file on
         # the largest random case; on files longer than the cap it is timed over `cap` frames and scaled.
         seq = PyAVSequential(path)
@@ -284,8 +286,8 @@ def main(argv=None) -> int:
         reader.close()
         peers.clear()
     cols = ["file", "gop", "n", "pattern", "vidlab", *(["decord"] if "decord" in have else []), "pyav-seek",
-            "pyav-seq", *(["torchcodec"] if "torchcodec" in have else []), "best_peer", "vs_best", "vs_seek",
-            "backend", "exact", "seq"]  # fmt: skip
+            "pyav-seek-auto", "pyav-seq", *(["tc-exact", "tc-approx"] if "torchcodec" in have else []),
+            "best_peer", "vs_best", "vs_seek", "backend", "exact", "seq"]  # fmt: skip
     print(
         "\nframes/s (higher is better); vs_best = vidlab / best peer; vs_seek = vidlab / PyAV seek-per-frame;"
         "\nexact = vidlab's frames carry the asked indices; seq = est: pyav-seq timed on a prefix, scaled"

@@ -73,6 +73,12 @@ def video_content_id(path: str | os.PathLike, reader: Any) -> str:
         "w": reader.width,
         "h": reader.height,
     }
+    op = getattr(getattr(reader, "index", None), "orient_op", "")
+    if op and getattr(reader, "rotate", True):  # frames are shown rotated (a 180-degree turn keeps w and h)
+        extra["orientation"] = op
+    stream = getattr(reader, "stream", None)
+    if stream is not None and len(getattr(reader.index, "video_streams", ())) > 1:
+        extra["stream"] = int(stream)
     return file_fingerprint(path, extra=extra)
 
 

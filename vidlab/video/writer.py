@@ -63,8 +63,9 @@ def write_video(
     pads the right/bottom edge by one pixel (edge replication), ``"error"`` raises instead.
     ``options`` go to the encoder (e.g. ``{"x264-params": ...}``), ``container_options`` to the muxer
     (e.g. ``{"movflags": "faststart"}`` puts the mp4 index first).
-    The file is written to ``path + ".part"`` and renamed when complete, so a crash never leaves a
-    half-written file under the final name.
+    The file is written to a temporary beside ``path`` (:func:`vidlab.io.atomic_tmp_path`), fsynced and
+    renamed when complete, so a crash never leaves a half-written file under the final name
+    (``vidlab.io.sweep_stale`` removes what a killed run left).
     """
     import av  # heavy import kept lazy
 
@@ -75,7 +76,9 @@ def write_video(
         raise VideoWriteError(path, f"odd_size must be 'pad' or 'error', got {odd_size!r}")
     encoder = ENCODERS.get(codec, codec)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
+    from vidlab.io import atomic_tmp_path, commit_tmp
+
+    tmp = atomic_tmp_path(path)
     fmt = {".mp4": "mp4", ".webm": "webm", ".mkv": "matroska", ".mov": "mov", ".avi": "avi"}.get(
         path.suffix.lower()
     )
@@ -157,5 +160,5 @@ def write_video(
             tmp.unlink(missing_ok=True)
         raise VideoWriteError(path, f"encoding failed after {n} frames: {type(e).__name__}: {e}") from e
     container.close()
-    os.replace(tmp, path)
+    commit_tmp(tmp, path)
     return path
