@@ -39,23 +39,36 @@ _KERNEL = None
 
 
 def _int8_kernel():
-    """numba kernel ``scan(xq int8 [N, D], qq int16 [D], out int32 [N])`` or None without numba."""
+    """numba kernel ``scan(codes, qq, scale, l1, t, qsum, k, hi) -> kth_lo`` or None without numba.
+
+    One pass over the int8 codes: for each row the integer dot product with the int16 query, its score
+    bounds ``[lo, hi]`` (written to ``hi``), and a running k-th largest ``lo`` (a k-element min-heap)."""
     global _KERNEL
     if _KERNEL is None:
         try:
+            import heapq
+
             from numba import njit
         except ImportError:
             _KERNEL = False
         else:
 
             @njit(cache=True, boundscheck=False, nogil=True)
-            def scan(xq, qq, out):  # pragma: no cover - compiled
-                n, d = xq.shape
+            def scan(codes, qq, scale, l1, t, qsum, k, hi):  # pragma: no cover - compiled
+                n, d = codes.shape
+                heap = [-np.inf] * k
                 for r in range(n):
                     acc = np.int32(0)
                     for i in range(d):
-                        acc += np.int16(xq[r, i]) * qq[i]
-                    out[r] = acc
+                        acc += np.int16(codes[r, i]) * qq[i]
+                    approx = acc * (scale[r] * t)
+                    # |q.x - approx| <= t/2 ||x||_1 + scale/2 * t * ||qq||_1, plus float slack
+                    err = 0.5 * t * l1[r] + 0.5 * scale[r] * t * qsum + 1e-6 + 1e-6 * abs(approx)
+                    lo = approx - err
+                    hi[r] = approx + err
+                    if lo > heap[0]:
+                        heapq.heapreplace(heap, lo)
+                return heap[0]
 
             _KERNEL = scan
     return _KERNEL or None
@@ -109,7 +122,7 @@ class ExactScorer:
         if self.backend == "int8":
             self._kernel = kernel
             self.codes, self.scale, self.l1 = quantize_rows(emb)
-            self._acc = np.empty(self.size, np.int32)
+            self._hi = np.empty(self.size, np.float64)
         else:
             import torch
 
@@ -137,14 +150,9 @@ class ExactScorer:
             return np.zeros(k, np.float32), np.arange(k, dtype=np.int64)
         t = qmax / QUERY_LEVELS
         qq = np.rint(q.astype(np.float64) / t).astype(np.int16)
-        self._kernel(self.codes, qq, self._acc)
-        approx = self._acc * (self.scale * t)
-        # |q.x - approx| <= sum|dq_i||x_i| + sum|t qq_i||dx_i| <= t/2 ||x||_1 + scale/2 * t ||qq||_1 (+ fp slack)
-        err = 0.5 * t * self.l1 + 0.5 * self.scale * (t * float(np.abs(qq.astype(np.int64)).sum()))
-        err += 1e-6 + 1e-6 * np.abs(approx)
-        lo, hi = approx - err, approx + err
-        kth_lo = np.partition(lo, self.size - k)[self.size - k]
-        cand = np.flatnonzero(hi >= kth_lo)
+        qsum = float(np.abs(qq.astype(np.int64)).sum())
+        kth_lo = self._kernel(self.codes, qq, self.scale, self.l1, t, qsum, k, self._hi)
+        cand = np.flatnonzero(self._hi >= kth_lo)
         self.last_candidates = int(cand.size)
         return self._exact_topk(cand, q, k)
 
