@@ -246,6 +246,12 @@ class Features:
         }
 
 
+def _key(im: np.ndarray) -> bytes:
+    """Content key of a frame's pixels (shape + bytes)."""
+    a = np.ascontiguousarray(im)
+    return hashlib.blake2b(a.tobytes(), digest_size=16, person=str(a.shape).encode()[:16]).digest()
+
+
 class Embedder:
     """CLIP embeddings of pixels and texts, memoised by content (pixel bytes / text)."""
 
@@ -255,7 +261,7 @@ class Embedder:
         self._txt: dict[str, np.ndarray] = {}
 
     def images(self, images: list[np.ndarray]) -> np.ndarray:
-        keys = [hashlib.blake2b(np.ascontiguousarray(im).tobytes(), digest_size=16).digest() for im in images]
+        keys = [_key(im) for im in images]
         todo = [i for i, k in enumerate(keys) if k not in self._img]
         if todo:
             shapes = {images[i].shape for i in todo}
@@ -352,22 +358,24 @@ class ToyPolicy:
         self.name = name
         self.max_calls = max_calls
 
-    def act(self, messages: list[Message], temperature: float = 1.0, generator: Any = None) -> Decision:
+    def _logits(self, messages: list[Message]) -> tuple[Observation, Features, Any, Any]:
         torch = _torch()
         obs = observe(messages)
         f = featurize(obs, self.embedder, self.max_calls)
         with torch.no_grad():
             act_logits, ans_logits = self.net(Features.collate([f]))
-        la, lb = act_logits[0], ans_logits[0]
+        return obs, f, act_logits[0], ans_logits[0]
+
+    def _sample(
+        self, obs: Observation, f: Features, la: Any, lb: Any, temperature: float, generator: Any
+    ) -> Decision:
+        torch = _torch()
         if temperature and temperature > 0:
-            pa = (la / temperature).softmax(-1)
-            pb = (lb / temperature).softmax(-1)
-            a = int(torch.multinomial(pa, 1, generator=generator))
-            b = int(torch.multinomial(pb, 1, generator=generator))
+            a = int(torch.multinomial((la / temperature).softmax(-1), 1, generator=generator))
+            b = int(torch.multinomial((lb / temperature).softmax(-1), 1, generator=generator))
         else:
             a, b = int(la.argmax()), int(lb.argmax())
-        n_opts = max(1, len(obs.options))
-        b = min(b, n_opts - 1)
+        b = min(b, max(1, len(obs.options)) - 1)
         logp = float(la.log_softmax(-1)[a])
         letter = -1
         if ACTIONS[a] == "answer":
@@ -375,6 +383,10 @@ class ToyPolicy:
             logp += float(lb.log_softmax(-1)[b])
         text = render(obs, a, chr(65 + letter) if letter >= 0 else None)
         return Decision(f, a, letter, logp, text)
+
+    def act(self, messages: list[Message], temperature: float = 1.0, generator: Any = None) -> Decision:
+        """Read the conversation, then sample (or, at temperature 0, pick) one decision and render it."""
+        return self._sample(*self._logits(messages), temperature, generator)
 
     def generate(
         self,
@@ -388,7 +400,8 @@ class ToyPolicy:
         """``num_samples`` turns; temperature 0 is greedy; a seed makes sampling reproducible."""
         torch = _torch()
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
-        return [self.act(messages, temperature, gen).text for _ in range(num_samples)]
+        obs, f, la, lb = self._logits(messages)
+        return [self._sample(obs, f, la, lb, temperature, gen).text for _ in range(num_samples)]
 
     # ----- persistence ------------------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike, clip_dir: str | os.PathLike | None = None) -> Path:

@@ -404,5 +404,7 @@ def export_weights(out: str | Path, dest: str | Path, policy: str = "grpo") -> P
     atomic_write_bytes(d / "policy.safetensors", (src / policy / "policy.safetensors").read_bytes())
     meta = json.loads((src / policy / "policy.json").read_text())
     meta["clip"] = "clip"
+    cfg_path = src / "config.yaml"
+    meta["source"] = {"stage": policy, "config": cfg_path.read_text() if cfg_path.is_file() else None}
     atomic_write_json(d / "policy.json", meta)
     return d

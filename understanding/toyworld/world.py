@@ -392,3 +392,23 @@ class MemoryReader:
 
     def __exit__(self, *exc: Any) -> None:
         pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m understanding.toyworld.world OUT [N]``: write N test-split videos + questions.jsonl under OUT/test."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("out")
+    p.add_argument("n", nargs="?", type=int, default=4)
+    p.add_argument("--split", default="test", choices=sorted(SPLIT_OFFSETS))
+    p.add_argument("--max-frames", type=int, default=WorldConfig.max_frames)
+    a = p.parse_args(argv)
+    cfg = WorldConfig(max_frames=a.max_frames, min_frames=min(WorldConfig.min_frames, a.max_frames))
+    s = build_split(a.out, a.split, a.n, cfg, progress=True)
+    print(s.jsonl)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,5 @@
 """The toy policy plays the real protocol, reads only pixels + text, and SFT/GRPO change what it does."""
 
-
 import numpy as np
 import pytest
 import torch

@@ -99,3 +99,27 @@ def test_unknown_engine_is_one_line():
     )
     assert res.returncode == 2
     assert "invalid choice" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_shipped_weights_answer_through_the_real_episode(tmp_path):
+    from understanding.agents import UniformAgent
+    from understanding.env import run_episode
+    from understanding.policies import load_policy
+    from understanding.toyworld import SHIPPED_CLIP
+    from understanding.toyworld.clip_agent import RescoringClipAgent
+    from understanding.toyworld.rl import TOY_EPISODE
+    from understanding.toyworld.world import MemoryReader, WorldConfig, build_split
+    from vidlab.clip import FrameIndex, Sampling, load_model
+
+    pol = load_policy("toy:shipped")
+    clip = load_model(SHIPPED_CLIP)
+    assert clip.tag == pol.clip.tag and clip.dim == 32
+    split = build_split(tmp_path, "test", 1, WorldConfig(min_frames=150, max_frames=200))
+    path = split.root / split.rows[0]["video"]
+    reader = MemoryReader(path)
+    idx = FrameIndex.build(path, clip, Sampling.fps(1.0), cache_dir=tmp_path / "cache", progress=False)
+    agents = [UniformAgent(reader, resize="fit"), RescoringClipAgent(idx, clip, reader=reader, resize="fit")]
+    for row in split.rows:
+        t = run_episode(pol, None, row["question"], row["options"], config=TOY_EPISODE, agents=agents)
+        assert t.valid, t.invalid_reason
+        assert t.predicted in "ABCD"
