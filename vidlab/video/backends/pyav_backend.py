@@ -292,6 +292,7 @@ class PyAVReader(VideoReader):
                 thread_type=THREAD_TYPE or PARALLEL_THREADS,
                 skip_nonref=self.skip_nonref,
                 workers=1,
+                rotate=self.rotate,  # lanes return coded frames (the top reader orients them); same checks
                 _pts_list=self._pts_list,  # read-only; shared, not copied per lane (6 MB at 174000 frames)
             )
             self._lanes.append(lane)
@@ -364,7 +365,11 @@ class PyAVReader(VideoReader):
         if self._stream.thread_type.name != self._streaming_threads and step < FRAME_THREADS_MIN_GOP:
             if self._streamer is None:
                 self._streamer = PyAVReader(
-                    self.path, self._index, thread_type=self._streaming_threads, skip_nonref=self.skip_nonref
+                    self.path,
+                    self._index,
+                    thread_type=self._streaming_threads,
+                    skip_nonref=self.skip_nonref,
+                    rotate=self.rotate,
                 )
             dec = self._streamer
         for t in range(start, end, step):
