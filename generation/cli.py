@@ -340,16 +340,13 @@ def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) ->
     from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
     from generation.comp_attn import apply_comp_attn
     from vidlab.config import save_resolved
-    from vidlab.io import atomic_path, atomic_write_json
+    from vidlab.io import atomic_path, atomic_write_json, ensure_output_dir
     from vidlab.video import write_video
 
     t0 = time.perf_counter()
     pipe = load_pipeline(cfg)
     t_load = time.perf_counter() - t0
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputDirError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
+    ensure_output_dir(out)  # the first write: only now, after every check and the load
     save_resolved(cfg, out)
     comp = apply_comp_attn(pipe, cfg.comp_attn)
     gen_device = "cpu" if cfg.cpu_offload != "none" else pipe._execution_device

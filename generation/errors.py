@@ -9,6 +9,7 @@ working. Anything else (a bare ``ValueError`` from a bug) is not a user error an
 
 from __future__ import annotations
 
+from vidlab import io as _io
 from vidlab.errors import UserError
 
 
@@ -32,8 +33,8 @@ class ModelNotFoundError(GenerationInputError):
     """``model=`` names no built-in tiny model, no pipeline folder and no hub id, or it could not be loaded."""
 
 
-class OutputDirError(GenerationInputError):
-    """``--out`` cannot be created or written."""
+# ``--out`` cannot be created or written: the project's one type for it (vidlab.io.ensure_output_dir).
+OutputDirError = _io.OutputDirError
 
 
 class CompAttnError(UserError, RuntimeError):

@@ -208,10 +208,19 @@ def test_bad_inputs_are_clear_errors():
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_flex_backend_runs_lam_and_matches_native():
     """diffusers' flex backend takes LAM's additive mask too; it must agree with native SDPA."""
+    from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+
     outs = {}
-    for backend in ("native", "flex"):
-        pipe = build_tiny_pipeline("wan2.1")
-        pipe.transformer.set_attention_backend(backend)
-        outs[backend] = torch.as_tensor(_gen(CompAttnConfig(), pipe=pipe, num_inference_steps=2).frames)
+    # set_attention_backend also sets diffusers' process-wide active backend: put it back afterwards, or every
+    # later model in this process (e.g. a training run, where flex has no CPU backward) silently uses flex
+    previous = _AttentionBackendRegistry.get_active_backend()[0]
+    try:
+        for backend in ("native", "flex"):
+            pipe = build_tiny_pipeline("wan2.1")
+            pipe.transformer.set_attention_backend(backend)
+            outs[backend] = torch.as_tensor(_gen(CompAttnConfig(), pipe=pipe, num_inference_steps=2).frames)
+    finally:
+        _AttentionBackendRegistry.set_active_backend(previous)
+    assert _AttentionBackendRegistry.get_active_backend()[0] == previous
     assert outs["native"].shape == outs["flex"].shape
     torch.testing.assert_close(outs["flex"], outs["native"], rtol=0, atol=1e-4)

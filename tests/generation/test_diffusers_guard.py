@@ -55,6 +55,9 @@ def test_attention_backend_registry_and_dispatch_signature():
 
     name, fn = _AttentionBackendRegistry.get_active_backend()
     assert callable(fn) and str(getattr(name, "value", name))
+    assert callable(
+        _AttentionBackendRegistry.set_active_backend
+    )  # tests restore it after set_attention_backend
     params = inspect.signature(dispatch_attention_fn).parameters
     for kw in ("attn_mask", "dropout_p", "is_causal", "backend", "parallel_config"):
         assert kw in params, f"dispatch_attention_fn lost {kw!r}"
