@@ -73,3 +73,37 @@ def test_foreign_safetensors_file_not_trusted(tmp_path):
     save_file({"embeddings": np.zeros((2, 2), np.float16)}, str(p))
     with pytest.raises(CacheCorruptError, match="not a vidlab"):
         read_arrays(p)
+
+
+def test_read_arrays_names_a_fifo_and_never_blocks_on_it(tmp_path):
+    import os
+    import threading
+
+    from vidlab.clip.store import CacheCorruptError, read_arrays
+
+    fifo = tmp_path / "cache.safetensors"
+    os.mkfifo(fifo)
+    result = {}
+
+    def attempt():
+        try:
+            read_arrays(fifo)
+        except CacheCorruptError as e:
+            result["error"] = str(e)
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(timeout=20)
+    if t.is_alive():
+        with open(fifo, "wb"):
+            pass
+        raise AssertionError("read_arrays blocked on a FIFO")
+    assert "named pipe (FIFO)" in result["error"] and "truncated" not in result["error"]
+
+
+def test_collect_videos_keeps_a_symlink_loop_for_open_video_to_report(tmp_path):
+    from vidlab.clip.indexing import collect_videos
+
+    loop = tmp_path / "loop.mp4"
+    loop.symlink_to(loop)
+    assert collect_videos([str(loop)]) == [loop]

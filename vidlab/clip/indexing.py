@@ -32,7 +32,10 @@ def collect_videos(inputs: list[str], exts: tuple[str, ...] = VIDEO_EXTS) -> lis
     seen: set[str] = set()
     unique = []
     for q in out:
-        key = str(q.resolve())
+        try:
+            key = str(q.resolve())
+        except (OSError, RuntimeError):  # a symlink loop: keep it, open_video reports it as one
+            key = str(q.absolute())
         if key not in seen:
             seen.add(key)
             unique.append(q)

@@ -64,32 +64,25 @@ def write_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: d
     arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     header = {"format": FORMAT, "vidlab": json.dumps(meta, sort_keys=True), "vidlab_sha256": _digest(arrays)}
     blob = save(arrays, metadata=header)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    from vidlab.io import atomic_write_bytes
+
+    atomic_write_bytes(path, blob)  # temporary beside it, fsync, os.replace, fsync of the folder
     return path
 
 
 def read_arrays(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Memory-map a cache file's arrays (read-only) and return them with the metadata; checks integrity."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise
+    from vidlab.io import file_problem
+
+    problem = file_problem(
+        path, allow_empty=True
+    )  # never open a FIFO (it would block) or call it "truncated"
+    if problem == "no such file":
+        raise FileNotFoundError(str(path))
+    if problem is not None:
+        raise CacheCorruptError(path, problem)
+    size = path.stat().st_size
     if size < 8:
         raise CacheCorruptError(path, f"only {size} bytes (truncated)")
     with open(path, "rb") as f:
