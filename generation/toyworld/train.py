@@ -53,7 +53,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     threads: int = 1  # one thread: bit-reproducible, and fastest when other jobs share the cores
     # stage 1: VAE
-    vae_steps: int = 400
+    vae_steps: int = 800
     vae_batch: int = 4
     vae_crop: int = 32
     vae_frames: int = 5
