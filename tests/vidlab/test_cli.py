@@ -111,3 +111,19 @@ def test_bench_unwritable_out_and_missing_checkout_are_one_line(monkeypatch, tmp
     monkeypatch.setattr(bench, "BENCH_DIR", tmp_path / "no-benchmarks")
     assert cli.main(["bench"]) == 2
     assert "ship with a checkout" in capsys.readouterr().err
+
+
+def test_contact_sheet_bad_sizes_and_unwritable_out_are_one_line(tmp_path, capsys):
+    from vidlab.video.synth import render_synthetic
+
+    video = tmp_path / "v.mp4"
+    render_synthetic(video, 12, fps=12, width=64, height=48, seed=0)
+    for flag in ("--tile-width", "--tile-height", "--columns"):
+        with pytest.raises(SystemExit) as ei:
+            cli.main(["contact-sheet", str(video), "--out", str(tmp_path / "s.png"), flag, "0"])
+        assert ei.value.code == 2
+        assert f"error: {flag} must be >= 1, got 0" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    assert cli.main(["contact-sheet", str(video), "--out", str(tmp_path / "afile" / "s.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a file, not a folder" in err[0]

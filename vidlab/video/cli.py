@@ -166,10 +166,15 @@ def contact_sheet_main(argv: list[str] | None = None) -> int:
         "--tile-height", type=int, default=d.tile_height, help="max tile height (default %(default)s)"
     )
     a = ap.parse_args(argv)
-    if a.frames < 1:
-        ap.error("--frames must be >= 1")
+    for flag, value in (("--frames", a.frames), ("--columns", a.columns), ("--tile-width", a.tile_width),
+                        ("--tile-height", a.tile_height)):  # fmt: skip
+        if value < 1:
+            ap.error(f"{flag} must be >= 1, got {value}")
     cfg = ContactSheetConfig(a.video, a.out, a.frames, a.backend, a.columns, a.tile_width, a.tile_height)
     out = Path(a.out)
+    from vidlab.io import ensure_output_dir
+
+    ensure_output_dir(out.parent)  # an unwritable --out is one line, before any decoding
     try:
         with open_video(a.video, backend=a.backend) as reader:
             idx = uniform_indices(0, reader.num_frames - 1, min(a.frames, reader.num_frames), unique=True)
