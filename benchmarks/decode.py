@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import bench_args, emit_json, print_table, time_side_by_side  # noqa: E402
+from vidlab.io import atomic_path  # noqa: E402
+from vidlab.paths import cache_dir  # noqa: E402
 
 EPILOG = """examples:
   python benchmarks/decode.py --quick      # 320x180, short 750 / long 6000 frames, 16 and 32 frames (< 60 s)
@@ -39,7 +40,7 @@ EPILOG = """examples:
 # B-frames; there vidlab's non-reference skipping has nothing to skip.
 X264_BFRAMES = "bframes=3:b-adapt=0:b-pyramid=normal"
 X264_TAG = "v2"
-CACHE = Path(os.environ.get("VIDLAB_CACHE_DIR", Path.home() / ".cache" / "vidlab")) / "bench"
+CACHE = cache_dir("bench")
 FPS = 24
 
 
@@ -70,21 +71,20 @@ def tile_video(src: Path, repeats: int) -> Path:
     ist = inp.streams.video[0]
     packets = [(p.pts, p.dts, p.is_keyframe, bytes(p), p.duration) for p in inp.demux(ist) if p.size]
     span = max(p[0] for p in packets) - min(p[0] for p in packets) + (packets[-1][4] or 1)
-    tmp = dst.with_name(dst.name + ".part")
-    out = av.open(str(tmp), "w", format="mp4")
-    ost = out.add_stream_from_template(ist)
-    for k in range(repeats):
-        for pts, dts, key, data, dur in packets:
-            pk = av.Packet(data)
-            pk.pts, pk.dts = pts + k * span, dts + k * span
-            pk.time_base = ist.time_base
-            pk.duration = dur
-            pk.is_keyframe = key
-            pk.stream = ost
-            out.mux(pk)
-    out.close()
+    with atomic_path(dst) as tmp:
+        out = av.open(str(tmp), "w", format="mp4")
+        ost = out.add_stream_from_template(ist)
+        for k in range(repeats):
+            for pts, dts, key, data, dur in packets:
+                pk = av.Packet(data)
+                pk.pts, pk.dts = pts + k * span, dts + k * span
+                pk.time_base = ist.time_base
+                pk.duration = dur
+                pk.is_keyframe = key
+                pk.stream = ost
+                out.mux(pk)
+        out.close()
     inp.close()
-    os.replace(tmp, dst)
     return dst
 
 
