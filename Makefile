@@ -26,11 +26,17 @@ venv: $(VENV)/.installed
 quickstart: venv
 	$(BIN)/vidlab synth $(OUT)/synthetic.mp4 --frames 240 --fps 24 --width 320 --height 180 --seed 0
 	$(BIN)/vidlab contact-sheet $(OUT)/synthetic.mp4 --out $(OUT)/contact_sheet.png --frames 16
-	$(BIN)/vidlab generate "a red cat on the left of a blue dog" --model tiny --out $(OUT)/generate --attention-maps
-	$(BIN)/python -c "from understanding.benchmarks.synthetic import write_needle_benchmark as w; w('$(OUT)/needles', n=8)"
-	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/needles/questions.jsonl --policy pixel:red \
-		--strategies uniform:4 uniform:16 uniform:48 agent --out $(OUT)/needles-eval
-	@echo "quickstart outputs in $(OUT)/ (contact sheet, generated video + layout/attention PNGs, QA accuracy-vs-frames plot)"
+	# Comp-Attn on the small Wan trained on the coloured-shapes world (generation/toyworld/weights)
+	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset gen-toyworld --out $(OUT)/generate --attention-maps
+	# VideoBrain's trained toy policy + toy CLIP (understanding/toyworld/weights) on synthetic long videos
+	$(BIN)/python -m understanding.toyworld.world $(OUT)/toyworld 4
+	$(BIN)/vidlab qa --video $(OUT)/toyworld/test/videos/200000.mp4 --question "What colour was the triangle?" \
+		--options magenta white blue yellow --policy toy:shipped --clip-model understanding/toyworld/weights/clip \
+		episode.frame_resize=fit --json $(OUT)/toyworld-qa.json
+	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/toyworld/test/questions.jsonl --policy toy:shipped \
+		--clip-model understanding/toyworld/weights/clip --strategies agent uniform:16 uniform:56 \
+		episode.frame_resize=fit --out $(OUT)/toyworld-eval --overwrite
+	@echo "quickstart outputs in $(OUT)/ (contact sheet, toy-world generation + layout/attention PNGs, toy agent trajectory, QA accuracy-vs-frames plot)"
 
 lint: venv
 	$(BIN)/ruff check .
