@@ -8,13 +8,17 @@ from the tiny random pipeline to a trained one (or to real Wan weights) is a pre
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass
 class DemoGenerationConfig:
     """The generation tab: model preset, defaults shown in the UI, and hard caps."""
 
-    preset: str = "tiny"  # a `vidlab generate` preset name or path (tiny, gen-toyworld, wan2.1-t2v-1.3b, ...)
+    preset: str = (
+        "gen-toyworld"  # a `vidlab generate` preset name or path (gen-toyworld, tiny, wan2.1-t2v-1.3b, ...)
+    )
+    prompt: str = "a red circle to the left of a blue square"  # the prompt the page opens with
     overrides: list[str] = field(default_factory=list)  # key=value applied to that preset
     planner: str = "rule"  # rule | llm: fills in subjects and boxes from the prompt
     attention_maps: bool = True  # capture per-subject cross-attention maps (costs a little time)
@@ -29,8 +33,15 @@ class DemoGenerationConfig:
 class DemoQAConfig:
     """The QA tab: the policy and agents, the synthetic examples, and upload/video caps."""
 
-    policy: str = "pixel:red"  # policy spec as for `vidlab qa` (pixel:red, toy, hf:PATH, openai:URL@MODEL)
-    clip_model: str | None = None  # CLIP model for clip_sample (None: only uniform_sample is offered)
+    policy: str = (
+        "toy:shipped"  # policy spec as for `vidlab qa` (toy:shipped, pixel:red, hf:PATH, openai:URL@MODEL)
+    )
+    # CLIP model for clip_sample; "auto" = the toy policy's own toy CLIP for toy:* policies, else none
+    # (None: only uniform_sample is offered)
+    clip_model: str | None = "auto"
+    frame_resize: Literal["fit", "reference"] = (
+        "fit"  # fit (vidlab's aspect-keeping fit) | reference (the authors' exact 640x360)
+    )
     clip_sampling: str = "fps=1"
     max_calls: int = field(default=5, metadata={"range": (0, 50)})
     synthetic_videos: int = field(default=4, metadata={"range": (0, 64)})  # needle examples made at start

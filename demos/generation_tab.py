@@ -351,7 +351,7 @@ def build_generation_tab(service: GenerationService) -> None:
         with gr.Column(scale=3):
             prompt = gr.Textbox(
                 label="Prompt",
-                value="a red cat on the left of a blue dog",
+                value=service.config.prompt,
                 elem_id="gen-prompt",
                 max_length=service.config.max_prompt_chars,
             )

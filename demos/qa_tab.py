@@ -24,6 +24,20 @@ class QAInputError(UserError):
     """A QA request the demo refuses (no video, too long, too large, no question, bad options)."""
 
 
+def resolve_clip_model(policy: str, clip_model: str | None) -> str | None:
+    """``"auto"``: a toy policy's own toy CLIP (``toy:shipped`` -> the shipped one, ``toy:DIR`` -> DIR/clip),
+    no CLIP for any other policy; anything else is used as given."""
+    if clip_model != "auto":
+        return clip_model
+    scheme, _, rest = policy.partition(":")
+    if scheme != "toy":
+        return None
+    from understanding.toyworld import SHIPPED_CLIP
+
+    clip = SHIPPED_CLIP if rest in ("shipped", "default", "") else Path(rest).expanduser() / "clip"
+    return str(clip) if clip.is_dir() else None
+
+
 class QAService:
     """The policy (loaded once), the synthetic examples, validation, and the streamed episode."""
 
@@ -35,8 +49,8 @@ class QAService:
         self.worker = QAWorker(
             config.policy,
             AGENT,
-            {"max_calls": int(config.max_calls)},
-            clip_model=config.clip_model,
+            {"max_calls": int(config.max_calls), "frame_resize": config.frame_resize},
+            clip_model=resolve_clip_model(config.policy, config.clip_model),
             clip_sampling=config.clip_sampling,
             cache_dir=str(work.root / "frame_index"),
         )
@@ -49,22 +63,34 @@ class QAService:
 
     # ---- synthetic examples --------------------------------------------------------------------------
     def examples(self) -> dict[str, dict[str, Any]]:
-        """name -> {video, question, options, answer}: needle videos written once into the work area."""
+        """name -> {video, question, options, answer}: synthetic videos written once into the work area, from
+        the toy long-video world for toy policies (the world they were trained on), else needle videos."""
         with self._lock:
             if self._examples is None:
                 self._examples = {}
-                if self.config.synthetic_videos > 0:
-                    from understanding.benchmarks.synthetic import write_needle_benchmark
+                n = int(self.config.synthetic_videos)
+                if n > 0:
+                    if self.config.policy.startswith("toy:"):
+                        from understanding.toyworld.world import build_split
 
-                    path = write_needle_benchmark(
-                        self.work.root / "synthetic", n=int(self.config.synthetic_videos)
-                    )
-                    for line in Path(path).read_text().splitlines():
-                        row = json.loads(line)
-                        video = Path(row["video"])
-                        video = video if video.is_absolute() else Path(path).parent / video
-                        name = f"{row['id']} ({'needle' if row['answer'] == 'A' else 'distractor'})"
-                        self._examples[name] = {**row, "video": str(video)}
+                        split = build_split(self.work.root / "toyworld", "test", n)
+                        rows = [dict(r, video=str(Path(split.root) / r["video"])) for r in split.rows]
+                    else:
+                        from understanding.benchmarks.synthetic import write_needle_benchmark
+
+                        path = write_needle_benchmark(self.work.root / "synthetic", n=n)
+                        rows = []
+                        for line in Path(path).read_text().splitlines():
+                            row = json.loads(line)
+                            video = Path(row["video"])
+                            rows.append(
+                                {
+                                    **row,
+                                    "video": str(video if video.is_absolute() else Path(path).parent / video),
+                                }
+                            )
+                    for row in rows:
+                        self._examples[f"{row['id']} ({row.get('category') or 'question'})"] = row
             return self._examples
 
     # ---- validation ---------------------------------------------------------------------------------

@@ -26,6 +26,15 @@ from generation.comp_attn import CompAttnConfig
 from generation.errors import ModelNotFoundError, OutputDirError
 
 TINY_MODELS = {"tiny": "wan2.1", "tiny-wan2.2": "wan2.2"}
+# Trained pipelines that ship inside the package, by name (so presets work from an installed wheel too).
+SHIPPED_MODELS = {"toyworld": Path(__file__).resolve().parent / "toyworld" / "weights"}
+
+
+def model_source(name: str) -> str:
+    """A shipped model's folder for its name (``toyworld``), else ``name`` unchanged."""
+    return str(SHIPPED_MODELS[name]) if name in SHIPPED_MODELS else name
+
+
 DTYPES = ("float32", "bfloat16", "float16")
 OFFLOAD = ("none", "model", "sequential")
 DEFAULT_PRESET = "tiny"
@@ -43,7 +52,7 @@ def _range(lo: float | None, hi: float | None) -> dict[str, Any]:
 class GenerateConfig:
     """Everything ``vidlab generate`` uses: model and sampling settings plus ``comp_attn``."""
 
-    model: str = "tiny"  # tiny | tiny-wan2.2 | hub id (Wan-AI/...-Diffusers) | local pipeline dir
+    model: str = "tiny"  # tiny | tiny-wan2.2 | toyworld (shipped, trained) | hub id (Wan-AI/...-Diffusers) | local pipeline dir
     height: int = field(default=64, metadata=_range(16, None))  # multiple of 16
     width: int = field(default=64, metadata=_range(16, None))  # multiple of 16
     frames: int = field(default=17, metadata=_range(1, None))  # 4k+1
@@ -90,7 +99,7 @@ def check_model(name: str) -> str:
     ``ModelNotFoundError``. Loads nothing: a hub id is only checked for its ``owner/name`` form here."""
     if name in TINY_MODELS:
         return name
-    local = Path(name).expanduser()
+    local = Path(model_source(name)).expanduser()
     if local.exists():
         if not local.is_dir():
             raise ModelNotFoundError(
@@ -104,10 +113,10 @@ def check_model(name: str) -> str:
         return name
     if _HUB_ID.match(name) and not name.startswith((".", "~")):
         return name
-    close = difflib.get_close_matches(name, list(TINY_MODELS), n=2)
+    close = difflib.get_close_matches(name, [*TINY_MODELS, *SHIPPED_MODELS], n=2)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise ModelNotFoundError(
-        f"unknown model {name!r}: not a built-in tiny model ({', '.join(TINY_MODELS)}), not an existing "
+        f"unknown model {name!r}: not a built-in model ({', '.join([*TINY_MODELS, *SHIPPED_MODELS])}), not an existing "
         f"pipeline folder, and not a hub id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers{hint}"
     )
 
@@ -144,7 +153,7 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
         from diffusers import AutoencoderKLWan, WanPipeline
 
         check_model(cfg.model)
-        local = Path(cfg.model).expanduser()
+        local = Path(model_source(cfg.model)).expanduser()
         src = str(local) if local.exists() else cfg.model
         try:
             vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", torch_dtype=_dtype(cfg.vae_dtype))

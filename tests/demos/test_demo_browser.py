@@ -69,7 +69,10 @@ def test_browser_edit_a_box_and_generate(browser, tmp_path):
         port=_free_port(),
         work_dir=str(tmp_path / "work"),
         generation=DemoGenerationConfig(
-            overrides=["height=32", "width=32", "frames=9", "steps=2"], max_steps=4
+            preset="tiny",
+            prompt="a red cat on the left of a blue dog",
+            overrides=["height=32", "width=32", "frames=9", "steps=2"],
+            max_steps=4,
         ),
         qa=DemoQAConfig(synthetic_videos=0),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import subprocess
@@ -229,3 +230,27 @@ def test_service_caps_name_the_setting(tmp_path):
         qa.check(str(video), "what?", "only one")
     with pytest.raises(QAInputError, match="enter a question"):
         qa.check(str(video), "  ", "a\nb")
+
+
+def test_default_preset_serves_the_trained_toy_models(tmp_path):
+    """Out of the box the demo uses the models trained on the toy worlds: the shipped toy-world Wan and the
+    toy VideoBrain policy with its own toy CLIP (so clip_sample is offered and used)."""
+    from demos.generation_tab import GenerationService
+    from demos.qa_tab import QAService
+    from demos.work import WorkArea
+    from vidlab.config import resolve
+
+    cfg = resolve(DemoConfig, "demo", [])
+    assert cfg.generation.preset == "gen-toyworld" and cfg.qa.policy == "toy:shipped"
+    work = WorkArea(tmp_path)
+    gen = GenerationService(cfg.generation, work)
+    assert gen.model_name == "toyworld"
+    lay = gen.plan(cfg.generation.prompt)
+    out = gen.generate(cfg.generation.prompt, lay, steps=2, seed=0)
+    assert out["frames"].shape == (9, 64, 64, 3) and len(out["maps"]) == 2
+    qa = QAService(dataclasses.replace(cfg.qa, synthetic_videos=1), work)
+    assert qa.worker.clip_spec and qa.worker.clip_spec.endswith("clip")
+    needle = next(r for name, r in qa.examples().items() if "needle" in name)
+    final = list(qa.run(needle["video"], needle["question"], "\n".join(needle["options"])))[-1]["final"]
+    assert final["valid"] and final["tool_calls"] >= 1
+    assert {c["name"] for c in final["calls"]} <= {"clip_sample", "uniform_sample"}
