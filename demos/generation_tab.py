@@ -245,8 +245,7 @@ class GenerationService:
 
     def generate(self, prompt: str, layout: Any, **ui: Any) -> dict[str, Any]:
         """Run one request; returns the paths the UI shows and what Comp-Attn did (all validated first)."""
-        import torch
-
+        from generation.cli import pipeline_kwargs, to_uint8
         from generation.comp_attn import apply_comp_attn
         from vidlab.io import atomic_write_json
         from vidlab.video import write_video
@@ -261,25 +260,17 @@ class GenerationService:
             t0 = time.perf_counter()
             pipe = self.pipeline()
             comp = apply_comp_attn(pipe, cfg.comp_attn)
-            gen_device = "cpu" if cfg.cpu_offload != "none" else pipe._execution_device
             try:
                 res = comp.generate(
                     prompt,
                     layout=layout if cfg.comp_attn.enabled else None,
-                    height=cfg.height,
-                    width=cfg.width,
-                    num_frames=cfg.frames,
-                    num_inference_steps=cfg.steps,
-                    guidance_scale=cfg.guidance,
-                    negative_prompt=cfg.negative_prompt,
-                    generator=torch.Generator(device=gen_device).manual_seed(cfg.seed),
-                    output_type="np",
+                    **pipeline_kwargs(cfg, pipe),
                 )
             finally:
                 comp.remove()
             seconds = time.perf_counter() - t0
         out = self.work.new_dir("generate")
-        frames = _to_uint8(res.frames)
+        frames = to_uint8(res.frames)
         video = write_video(frames, out / "video.mp4", fps=cfg.fps)
         layout.save(out / "layout.json")
         scale = max(1.0, 256 / min(cfg.width, cfg.height))
@@ -327,13 +318,6 @@ class GenerationService:
         fps = self.base.fps
         path = write_video(both, out / "side_by_side.mp4", fps=fps)
         return {"video": str(path), "plain": plain, "comp_attn": with_ca}
-
-
-def _to_uint8(frames: Any) -> np.ndarray:
-    arr = np.asarray(frames)
-    if arr.dtype != np.uint8:
-        arr = (np.clip(arr, 0.0, 1.0) * 255.0).round().astype(np.uint8)
-    return arr
 
 
 # ----------------------------------------------------------------------------------------------------- UI

@@ -140,6 +140,28 @@ def check_out_dir(out: str | os.PathLike) -> Path:
     return path
 
 
+def pipeline_kwargs(cfg: GenerateConfig, pipe: Any, seed: int | None = None) -> dict[str, Any]:
+    """The ``WanPipeline.__call__`` keywords a config means (size, steps, guidance of both experts, negative
+    prompt, videos per prompt, a seeded generator on the pipeline's device, numpy output)."""
+    import torch
+
+    device = "cpu" if cfg.cpu_offload != "none" else pipe._execution_device
+    kwargs: dict[str, Any] = dict(
+        height=cfg.height,
+        width=cfg.width,
+        num_frames=cfg.frames,
+        num_inference_steps=cfg.steps,
+        guidance_scale=cfg.guidance,
+        negative_prompt=cfg.negative_prompt,
+        num_videos_per_prompt=cfg.num_videos,
+        generator=torch.Generator(device=device).manual_seed(cfg.seed if seed is None else int(seed)),
+        output_type="np",
+    )
+    if cfg.guidance_2 is not None:
+        kwargs["guidance_scale_2"] = cfg.guidance_2
+    return kwargs
+
+
 def load_pipeline(cfg: GenerateConfig) -> Any:
     """Build or load the Wan pipeline the config names, on its device, with offload/backend/shift applied."""
     import torch
@@ -287,7 +309,7 @@ def _lam_requested(args: argparse.Namespace, overrides: list[str]) -> bool:
     return False
 
 
-def _to_uint8(frames: Any):
+def to_uint8(frames: Any):
     import numpy as np
 
     arr = np.asarray(frames)
@@ -344,7 +366,6 @@ def generate_main(argv: list[str] | None = None) -> int:
 
 
 def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) -> int:
-    import torch
 
     from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
     from generation.comp_attn import apply_comp_attn
@@ -358,21 +379,7 @@ def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) ->
     ensure_output_dir(out)  # the first write: only now, after every check and the load
     save_resolved(cfg, out)
     comp = apply_comp_attn(pipe, cfg.comp_attn)
-    gen_device = "cpu" if cfg.cpu_offload != "none" else pipe._execution_device
-    generator = torch.Generator(device=gen_device).manual_seed(cfg.seed)
-    kwargs: dict[str, Any] = dict(
-        height=cfg.height,
-        width=cfg.width,
-        num_frames=cfg.frames,
-        num_inference_steps=cfg.steps,
-        guidance_scale=cfg.guidance,
-        negative_prompt=cfg.negative_prompt,
-        num_videos_per_prompt=cfg.num_videos,
-        generator=generator,
-        output_type="np",
-    )
-    if cfg.guidance_2 is not None:
-        kwargs["guidance_scale_2"] = cfg.guidance_2
+    kwargs = pipeline_kwargs(cfg, pipe)
     t1 = time.perf_counter()
     try:
         res = comp.generate(prep.prompt, layout=prep, **kwargs)
@@ -383,7 +390,7 @@ def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) ->
     for k, frames in enumerate(res.output.frames):
         path = out / ("video.mp4" if k == 0 else f"video_{k}.mp4")
         with atomic_path(path) as tmp:
-            write_video(_to_uint8(frames), tmp, fps=cfg.fps)
+            write_video(to_uint8(frames), tmp, fps=cfg.fps)
         videos.append(str(path))
     files: dict[str, Any] = {"video": videos[0], "videos": videos}
     lay = prep.layout

@@ -61,7 +61,7 @@ class CompbenchWorker:
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        from generation.cli import _to_uint8
+        from generation.cli import pipeline_kwargs, to_uint8
         from generation.comp_attn import apply_comp_attn
         from generation.compbench.config import method_comp_attn
         from generation.layout import Layout
@@ -80,26 +80,14 @@ class CompbenchWorker:
         comp = apply_comp_attn(
             self.pipe, method_comp_attn(cfg.comp_attn, item["method"], self.measure_layout)
         )
-        gen_device = "cpu" if cfg.cpu_offload != "none" else self.pipe._execution_device
-        kwargs: dict[str, Any] = dict(
-            height=cfg.height,
-            width=cfg.width,
-            num_frames=cfg.frames,
-            num_inference_steps=cfg.steps,
-            guidance_scale=cfg.guidance,
-            negative_prompt=cfg.negative_prompt,
-            generator=torch.Generator(device=gen_device).manual_seed(int(item["seed"])),
-            output_type="np",
-        )
-        if cfg.guidance_2 is not None:
-            kwargs["guidance_scale_2"] = cfg.guidance_2
+        kwargs = pipeline_kwargs(cfg, self.pipe, seed=int(item["seed"]))
         t0 = time.perf_counter()
         try:
             res = comp.generate(item["prompt"], layout=layout, **kwargs)
         finally:
             comp.remove()
         seconds = time.perf_counter() - t0
-        frames = _to_uint8(res.frames)
+        frames = to_uint8(res.frames)
         video = self.out / item["video"]
         video.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(video) as tmp:
