@@ -25,7 +25,7 @@ class EngineUnavailableError(UserError):
 
 
 def _engine_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
+    p = argparse.ArgumentParser(prog="vidlab train-agent", add_help=False)
     p.add_argument("--engine", choices=ENGINES, default="toy")
     return p
 
