@@ -22,7 +22,7 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 class ModelConfig:
     """Sizes of the three trained parts (VAE compresses 8x in space and 4x in time, as Wan's does)."""
 
-    z_dim: int = 8
+    z_dim: int = 16  # 8 lost every shape in the VAE round trip (colour kept 7/8, colour+shape 0/8)
     vae_base_dim: int = 8
     vae_dim_mult: list[int] = field(default_factory=lambda: [1, 2, 2, 2])
     text_dim: int = 64

@@ -53,11 +53,11 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     threads: int = 1  # one thread: bit-reproducible, and fastest when other jobs share the cores
     # stage 1: VAE
-    vae_steps: int = 800
+    vae_steps: int = 2000
     vae_batch: int = 4
     vae_crop: int = 32
     vae_frames: int = 5
-    vae_lr: float = 2e-3
+    vae_lr: float = 3e-3
     vae_noise: float = 0.0  # scale of the posterior noise in training (0: the mean, which is what is encoded)
     vae_fg_weight: float = 10.0  # loss weight of shape pixels (they are a small share of each frame)
     vae_kl: float = 1e-6
@@ -67,7 +67,7 @@ class TrainConfig:
         default_factory=lambda: {"single": 0.55, "motion": 0.30, "relation": 0.10, "count": 0.05}
     )
     # stage 3: transformer + text encoder
-    dit_steps: int = 800
+    dit_steps: int = 3000
     dit_batch: int = 16
     dit_lr: float = 2e-3
     caption_dropout: float = 0.1
