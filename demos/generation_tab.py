@@ -193,7 +193,7 @@ class GenerationService:
         self.check_prompt(prompt)
         try:
             return plan_layout(prompt, planner=self.config.planner, subjects=subjects or None)
-        except ValueError as exc:  # the planner's own messages name the phrase at fault
+        except UserError as exc:  # the planner's own messages name the phrase at fault
             raise DemoInputError(str(exc)) from None
 
     def check_prompt(self, prompt: str) -> None:
@@ -416,7 +416,7 @@ def build_generation_tab(service: GenerationService) -> None:
     def _preview(p, rows, rels):
         try:
             lay = rows_to_layout(p or "", rows, rels)
-        except (UserError, ValueError):
+        except UserError:  # a half-edited table: no preview until it is valid
             return []
         if not lay.subjects:
             return []
@@ -430,47 +430,35 @@ def build_generation_tab(service: GenerationService) -> None:
     def _layout(p, rows, rels):
         try:
             lay = rows_to_layout(p, rows, rels)
-        except (UserError, ValueError) as exc:
+        except UserError as exc:
             raise gr.Error(str(exc)) from None
         if not lay.subjects:
             raise gr.Error("the box table is empty: press 'Plan layout' or add rows")
         return lay
 
-    def on_generate(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
+    def _request(run, p, rows, rels, sc, scs, la, sf, sd, st):
+        """Validate the table, run ``run`` (generate or compare); a user error becomes a message on the page."""
         lay = _layout(p, rows, rels)
         try:
-            r = service.generate(
-                p, lay, sci=sc, sci_strength=scs, lam=la, step_fraction=sf, seed=sd, steps=st
-            )
-        except UserError as exc:
+            return run(p, lay, sci=sc, sci_strength=scs, lam=la, step_fraction=sf, seed=sd, steps=st)
+        except UserError as exc:  # typed input errors only: a bug keeps its traceback in the log
             raise gr.Error(str(exc)) from None
-        except ValueError as exc:  # Comp-Attn's own checks (a subject not in the prompt, ...)
-            raise gr.Error(str(exc)) from None
+
+    def on_generate(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
+        r = _request(service.generate, p, rows, rels, sc, scs, la, sf, sd, st)
         return r["video"], r["maps"], r["summary"], r["layout_json"]
 
     def on_compare(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
-        lay = _layout(p, rows, rels)
-        try:
-            r = service.compare(p, lay, sci=sc, sci_strength=scs, lam=la, step_fraction=sf, seed=sd, steps=st)
-        except (UserError, ValueError) as exc:
-            raise gr.Error(str(exc)) from None
-        return (
-            r["video"],
-            r["comp_attn"]["maps"],
-            {
-                "left": "without Comp-Attn",
-                "right": "with Comp-Attn",
-                **r["comp_attn"]["summary"],
-            },
-            r["comp_attn"]["layout_json"],
-        )
+        r = _request(service.compare, p, rows, rels, sc, scs, la, sf, sd, st)
+        info = {"left": "without Comp-Attn", "right": "with Comp-Attn", **r["comp_attn"]["summary"]}
+        return r["video"], r["comp_attn"]["maps"], info, r["comp_attn"]["layout_json"]
 
     def on_upload(file):
         from generation.layout import Layout
 
         try:
             lay = Layout.load(Path(file if isinstance(file, str) else file.name))
-        except ValueError as exc:
+        except UserError as exc:
             raise gr.Error(str(exc)) from None
         rows = layout_to_rows(lay)
         times = keyframe_times(rows)
