@@ -454,6 +454,21 @@ _ANSWER_PHRASE = re.compile(
 _STRIP_CHARS = " \t\r\n*_`'\"[]{}"
 
 
+def _reply_and_letters(text: Any, options_letters: Any) -> tuple[str, str]:
+    """The stripped reply and the option letters as one string (``"ABCD"``); on bad input
+    ``(reason, "")``. Shared by both extractors so they read their input the same way."""
+    letters = [str(x).strip().upper() for x in options_letters if str(x).strip()]
+    letters = [x for x in letters if len(x) == 1 and "A" <= x <= "Z"]
+    if not letters:
+        return "no option letters given", ""
+    if not isinstance(text, str):
+        return f"answer is not text ({type(text).__name__})", ""
+    reply = text.strip().strip(_STRIP_CHARS).strip()
+    if not reply:
+        return "empty answer", ""
+    return reply, "".join(letters)
+
+
 def extract_choice(
     text: str, options_letters: Sequence[str], options_text: Sequence[str] | None = None
 ) -> tuple[str | None, str]:
@@ -464,16 +479,10 @@ def extract_choice(
     letters count and a letter must stand alone ("Dancing" is not D; "A man ..." is the article, not A).
     With ``options_text`` a reply that is exactly one option's text also counts. Never raises.
     """
-    letters = [str(x).strip().upper() for x in options_letters if str(x).strip()]
-    letters = [x for x in letters if len(x) == 1 and "A" <= x <= "Z"]
+    reply, letters = _reply_and_letters(text, options_letters)
     if not letters:
-        return None, "no option letters given"
-    if not isinstance(text, str):
-        return None, f"answer is not text ({type(text).__name__})"
-    reply = text.strip().strip(_STRIP_CHARS).strip()
-    if not reply:
-        return None, "empty answer"
-    allowed = "".join(letters)
+        return None, reply
+    allowed = letters
     # A lone lowercase letter ("b", "(c)") is unambiguous.
     lone = re.fullmatch(r"\(?([A-Za-z])\)?[.:]?", reply)
     if lone:
@@ -565,16 +574,10 @@ def strict_choice(
        article / pronoun, not a letter.
     Never raises.
     """
-    letters = [str(x).strip().upper() for x in options_letters if str(x).strip()]
-    letters = [x for x in letters if len(x) == 1 and "A" <= x <= "Z"]
+    reply, letters = _reply_and_letters(text, options_letters)
     if not letters:
-        return None, "no option letters given"
-    if not isinstance(text, str):
-        return None, f"answer is not text ({type(text).__name__})"
-    reply = text.strip().strip(_STRIP_CHARS).strip()
-    if not reply:
-        return None, "empty answer"
-    allowed = "".join(letters)
+        return None, reply
+    allowed = letters
     span = f"({allowed[0]}-{allowed[-1]})"
     lone = re.fullmatch(r"\(?([A-Za-z])\)?[.:]?", reply)
     if lone:
