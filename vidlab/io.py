@@ -139,13 +139,10 @@ def sweep_stale(
             continue
         if not p.is_file() or not is_temporary(p.name):
             continue
-        parts = p.name.split(".")
-        pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
-        if pid is None:  # ".name.PID.HEX.tmp.ext": the pid sits one further left
-            pid = next((int(x) for x in reversed(parts) if x.isdigit()), None)
-        alive = pid is not None and pid != os.getpid() and _pid_alive(pid)
+        pid = _writer_pid(p.name)
         if pid == os.getpid():
             continue
+        alive = pid is not None and _pid_alive(pid)
         try:
             old = older_than_s > 0 and now - p.stat().st_mtime > older_than_s
         except FileNotFoundError:
@@ -155,6 +152,15 @@ def sweep_stale(
                 p.unlink()
                 removed.append(p)
     return removed
+
+
+def _writer_pid(name: str) -> int | None:
+    """The writer's pid in a temporary's name: ``.NAME.PID.HEX.tmp`` or ``.STEM.PID.HEX.tmp.EXT``, i.e. two
+    tokens before the last ``tmp`` (counting from the marker, so an all-digit HEX is never taken for it)."""
+    parts = name.split(".")
+    marker = len(parts) - 1 - parts[::-1].index("tmp") if "tmp" in parts else -1
+    token = parts[marker - 2] if marker >= 3 else ""
+    return int(token) if token.isdigit() else None
 
 
 def _sweep_lock(p: Path) -> bool:

@@ -100,3 +100,17 @@ def test_ensure_output_dir_is_one_typed_error(tmp_path):
     with pytest.raises(OutputDirError, match="cannot create output folder .*Not a directory"):
         ensure_output_dir(tmp_path / "f" / "sub")
     assert issubclass(OutputDirError, UserError)
+
+
+def test_sweep_reads_the_writer_pid_next_to_the_marker_even_when_the_random_token_is_digits(tmp_path):
+    """``.STEM.PID.HEX.tmp.EXT`` with an all-digit HEX: the live writer's temporary must stay."""
+    import os
+
+    from vidlab.io import sweep_stale
+
+    live = tmp_path / f".video.{os.getppid()}.12345678.tmp.mp4"  # our parent: alive, not us
+    dead = tmp_path / ".video.999999999.87654321.tmp.mp4"
+    for p in (live, dead):
+        p.write_bytes(b"x")
+    removed = sweep_stale(tmp_path)
+    assert removed == [dead] and live.exists() and not dead.exists()
