@@ -30,6 +30,13 @@ class DemoInputError(UserError):
 
 
 # ----------------------------------------------------------------------------------------- layout <-> table
+def _as_rows(rows: Any) -> list[Any]:
+    """The box table as a list of rows, whether the UI sent a pandas DataFrame or plain lists."""
+    if hasattr(rows, "values") and hasattr(rows, "columns"):
+        return rows.values.tolist()
+    return list(rows or [])
+
+
 def layout_to_rows(layout: Any) -> list[list[Any]]:
     """One row per subject keyframe: ``[label, t, x0, y0, x1, y1]`` (fractions of the frame)."""
     rows = []
@@ -51,8 +58,7 @@ def rows_to_layout(prompt: str, rows: Any, relations: list[dict[str, Any]] | Non
     """Build a validated ``Layout`` from table rows (a list of lists or a DataFrame)."""
     from generation.layout import Layout, SubjectLayout
 
-    if hasattr(rows, "values") and hasattr(rows, "columns"):  # pandas DataFrame from the UI
-        rows = rows.values.tolist()
+    rows = _as_rows(rows)
     order: list[tuple[str, int | None]] = []
     keyframes: dict[tuple[str, int | None], list[tuple[float, list[float]]]] = {}
     for r, row in enumerate(rows or []):
@@ -103,8 +109,7 @@ def canvas_value(rows: Any, t: float, height: int, width: int) -> dict[str, Any]
     image[:, :: max(1, w // 8)] = 60  # a faint grid so positions read at a glance
     image[:: max(1, h // 8), :] = 60
     boxes = []
-    if hasattr(rows, "values") and hasattr(rows, "columns"):
-        rows = rows.values.tolist()
+    rows = _as_rows(rows)
     for i, row in enumerate(r for r in (rows or []) if r and str(r[0] or "").strip()):
         try:
             rt, x0, y0, x1, y1 = (float(c) for c in row[1:6])
@@ -128,9 +133,7 @@ def canvas_value(rows: Any, t: float, height: int, width: int) -> dict[str, Any]
 
 def rows_from_canvas(rows: Any, value: dict[str, Any] | None, t: float) -> list[list[Any]]:
     """Write the canvas's boxes back into the rows of keyframe ``t`` (matched by label)."""
-    if hasattr(rows, "values") and hasattr(rows, "columns"):
-        rows = rows.values.tolist()
-    rows = [list(r) for r in (rows or [])]
+    rows = [list(r) for r in _as_rows(rows)]
     if not value or value.get("image") is None:
         return rows
     image = value["image"]
@@ -149,8 +152,7 @@ def rows_from_canvas(rows: Any, value: dict[str, Any] | None, t: float) -> list[
 
 def keyframe_times(rows: Any) -> list[str]:
     """The distinct keyframe times in the table, as strings for a dropdown."""
-    if hasattr(rows, "values") and hasattr(rows, "columns"):
-        rows = rows.values.tolist()
+    rows = _as_rows(rows)
     times = set()
     for r in rows or []:
         try:
