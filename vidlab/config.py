@@ -11,10 +11,20 @@ A wrong value is a :class:`ConfigError` naming the key, what was expected and wh
 
     steps: expected an int in [1, 1000], got 'two'
 
-Ranges are declared on the field, inclusive, ``None`` for an open end (the convention the demo
-config already used)::
+Ranges are declared on the field, inclusive, ``None`` for an open end (:func:`in_range` writes the
+metadata)::
 
-    steps: int = field(default=4, metadata={"range": (1, None)})
+    steps: int = field(default=4, metadata=in_range(1))      # == metadata={"range": (1, None)}
+
+A config built in Python checks itself the same way: its ``__post_init__`` calls :func:`validate`, so
+``GenerateConfig(steps=0)`` is refused exactly like ``steps=0`` on the command line::
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+Renamed keys keep working for one release: a dataclass lists them in ``LEGACY_KEYS`` (old key -> new
+dotted key, relative to that dataclass), and :func:`from_dict` moves the value with one
+:class:`ConfigDeprecationWarning` line.
 
 An unknown key lists the valid ones; a malformed preset is reported with its file name and line.
 
@@ -47,6 +57,10 @@ CONFIG_DIR = Path(os.environ.get(CONFIG_ENV, Path(__file__).resolve().parents[1]
 
 class ConfigError(UserError, ValueError):
     """A preset or override that does not fit the config's dataclass."""
+
+
+class ConfigDeprecationWarning(FutureWarning):
+    """A config key that was renamed; the old key still works for one release."""
 
 
 def config_dir() -> Path:
@@ -302,11 +316,66 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:  # kept for callers of the 
     return check_value(value, tp, where)
 
 
+def in_range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
+    """Field metadata for an inclusive range (``None`` = open end): ``field(default=4, metadata=in_range(1))``."""
+    return {"range": (lo, hi)}
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def validate(obj: Any, prefix: str = "") -> None:
+    """Check (and normalise: list -> tuple, int -> float, str -> Path) every field of dataclass ``obj`` in
+    place against its type and ``metadata["range"]``; call it from ``__post_init__``. Nested dataclass
+    values check themselves. A wrong value is a :class:`ConfigError` naming ``prefix + field``, the same
+    one-line message :func:`from_dict` gives for a preset or an override."""
+    cls = type(obj)
+    if cls not in _HINTS:
+        _HINTS[cls] = _field_types(cls)
+    hints = _HINTS[cls]
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            continue
+        checked = check_value(value, hints.get(f.name, Any), prefix + f.name, f.metadata)
+        if checked is not value:
+            object.__setattr__(obj, f.name, checked)  # frozen dataclasses too
+
+
+def _apply_legacy_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Move renamed keys (``cls.LEGACY_KEYS``: old -> new dotted key) to their new place, one warning each."""
+    legacy: dict[str, str] = getattr(cls, "LEGACY_KEYS", None) or {}
+    if not any(old in data for old in legacy):
+        return data
+    import warnings
+
+    out = {k: v for k, v in data.items() if k not in legacy}
+    for old, new in legacy.items():
+        if old not in data:
+            continue
+        parts = new.split(".")
+        node: Any = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{where}{old} (now {where}{new}) conflicts with {where}{part}={node!r}")
+        if parts[-1] in node:
+            raise ConfigError(f"{where}{old} is the old name of {where}{new}; set only {where}{new}")
+        node[parts[-1]] = data[old]
+        warnings.warn(
+            f"config key {where}{old} is deprecated: write {where}{new} (the old key works for one release)",
+            ConfigDeprecationWarning,
+            stacklevel=4,
+        )
+    return out
+
+
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Build dataclass ``cls`` from ``data``: unknown keys (listing the valid ones), wrong types and
     out-of-range values are :class:`ConfigError` naming the dotted key."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where.rstrip('.') or 'config'}: expected a mapping of keys, got {data!r}")
+    data = _apply_legacy_keys(cls, data, where)
     types_ = _field_types(cls)
     meta = {f.name: f.metadata for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = set(data) - set(types_)
@@ -324,6 +393,9 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         if sub is not None and isinstance(value, dict):
             current = getattr(defaults, name)
             base = dataclasses.asdict(current) if dataclasses.is_dataclass(current) else {}  # type: ignore[arg-type]
+            value = _apply_legacy_keys(
+                sub, value, f"{where}{name}."
+            )  # before the defaults fill in the new keys
             kwargs[name] = from_dict(sub, deep_merge(base, value), where=f"{where}{name}.")
         elif sub is not None and value is not None and not isinstance(value, sub):
             raise ConfigError(

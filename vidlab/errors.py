@@ -4,13 +4,20 @@ A ``UserError`` (or a subclass: ``ConfigError``, ``VideoReadError``, ``JobLocked
 the input was wrong, not the code. ``vidlab <command>`` prints it as one line on stderr and exits
 with status 2; any other exception is a bug and keeps its traceback. ``--debug`` or
 ``VIDLAB_DEBUG=1`` shows the traceback for user errors too.
+
+Library modules never print: they report through ``warnings`` (deprecations, suspicious inputs) and
+``logging`` (what a job skipped or redid). While a command runs, :func:`run_command` shows both on
+stderr as one line each, ``prog: warning: ...``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 
 USAGE_EXIT = 2
 
@@ -25,14 +32,60 @@ def debug_enabled(argv: Sequence[str] | None = None) -> bool:
     )
 
 
+# the packages whose log records a command shows (WARNING and above)
+LOGGERS = ("vidlab", "generation", "understanding", "demos")
+
+
+class _StderrLines(logging.Handler):
+    """Log records as ``prog: warning: message`` on the current ``sys.stderr``."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(logging.WARNING)
+        self.prog = prog
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = " ".join(record.getMessage().split())
+            print(f"{self.prog}: {record.levelname.lower()}: {msg}", file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging must never break the command
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def command_reporting(prog: str) -> Iterator[None]:
+    """While a command runs: warnings and the packages' log warnings are one stderr line each."""
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"{prog}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+    handler = _StderrLines(prog)
+    # a command run from within another (``vidlab eval-qa`` -> its main) reports once, as the outer one
+    loggers = [
+        lg
+        for lg in map(logging.getLogger, LOGGERS)
+        if not any(isinstance(h, _StderrLines) for h in lg.handlers)
+    ]
+    with warnings.catch_warnings():
+        warnings.showwarning = show  # type: ignore[assignment]
+        for lg in loggers:
+            lg.addHandler(handler)
+        try:
+            yield
+        finally:
+            for lg in loggers:
+                lg.removeHandler(handler)
+
+
 def run_command(prog: str, func: Callable[[list[str]], int | None], argv: Sequence[str]) -> int:
-    """Run ``func(argv)``; a ``UserError`` becomes one line ``prog: error: ...`` and exit status 2."""
+    """Run ``func(argv)``; a ``UserError`` becomes one line ``prog: error: ...`` and exit status 2.
+    Warnings and log warnings raised meanwhile are one line each (see :func:`command_reporting`)."""
     args = list(argv)
     debug = debug_enabled(args)
     if "--debug" in args:
         args.remove("--debug")
     try:
-        return int(func(args) or 0)
+        with command_reporting(prog):
+            return int(func(args) or 0)
     except UserError as exc:
         if debug:
             raise

@@ -279,3 +279,103 @@ def require_regular_file(path: str | os.PathLike, what: str = "file", allow_empt
     if reason is not None:
         raise InputFileError(path, f"cannot read {what}: {reason}")
     return Path(path)
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+CHECKPOINT_FORMAT = "vidlab-checkpoint-v1"
+
+
+class CheckpointError(UserError):
+    """A checkpoint that is not a vidlab safetensors checkpoint (e.g. a pickle), or a state it cannot hold."""
+
+
+def _split_state(obj: Any, path: str, tensors: dict[str, Any], seen: dict[int, str]) -> Any:
+    """The JSON skeleton of ``obj``; its tensors go into ``tensors`` under numbered keys."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        key = f"{len(tensors)}:{path}"
+        t = obj.detach().to("cpu").contiguous()
+        ptr = t.untyped_storage().data_ptr() if t.numel() else None
+        if ptr is not None and ptr in seen:  # safetensors refuses tensors sharing memory (tied weights)
+            t = t.clone()
+        elif ptr is not None:
+            seen[ptr] = key
+        tensors[key] = t
+        return {"__tensor__": key}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in obj):
+            return {k: _split_state(v, f"{path}.{k}", tensors, seen) for k, v in obj.items()}
+        # an optimizer's state is keyed by int parameter ids: keep the key types
+        return {"__items__": [[k, _split_state(v, f"{path}.{k}", tensors, seen)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_split_state(v, f"{path}.{i}", tensors, seen) for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [_split_state(v, f"{path}.{i}", tensors, seen) for i, v in enumerate(obj)]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise CheckpointError(
+        f"checkpoint value at {path.lstrip('.') or '<root>'} is a {type(obj).__name__}; a checkpoint holds "
+        "tensors, dicts, lists, tuples and JSON scalars only"
+    )
+
+
+def _join_state(obj: Any, tensors: dict[str, Any]) -> Any:
+    if isinstance(obj, list):
+        return [_join_state(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__items__" in obj:
+            return {k: _join_state(v, tensors) for k, v in obj["__items__"]}
+        if "__tuple__" in obj:
+            return tuple(_join_state(v, tensors) for v in obj["__tuple__"])
+        return {k: _join_state(v, tensors) for k, v in obj.items()}
+    return obj
+
+
+def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write a training checkpoint atomically as one safetensors file.
+
+    ``state`` is a dict of tensors, nested dicts (``model.state_dict()``, ``optimizer.state_dict()``),
+    lists, tuples and JSON scalars (step, losses, captions, an identity mapping). The tensors are stored
+    as safetensors tensors, the rest as JSON in the file's metadata, so loading never unpickles
+    (:func:`load_checkpoint`). A killed writer leaves the previous checkpoint whole."""
+    from safetensors.torch import save_file
+
+    tensors: dict[str, Any] = {}
+    skeleton = _split_state(state, "", tensors, {})
+    meta = {"format": "pt", "vidlab": CHECKPOINT_FORMAT, "state": json.dumps(skeleton)}
+    target = Path(path)
+    tmp = atomic_tmp_path(target)
+    try:
+        save_file(tensors, str(tmp), metadata=meta)
+        return commit_tmp(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> dict[str, Any]:
+    """The state :func:`save_checkpoint` wrote (tensors on ``device``). A file that is not such a
+    checkpoint (a pickled ``torch.save`` file, a truncated write) is a :class:`CheckpointError`."""
+    from safetensors import safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"{p}: no checkpoint there")
+    try:
+        with safe_open(str(p), framework="pt", device=device) as f:
+            meta = f.metadata() or {}
+            if meta.get("vidlab") != CHECKPOINT_FORMAT:
+                raise CheckpointError(f"{p}: a safetensors file, but not a vidlab checkpoint")
+            tensors = {k: f.get_tensor(k) for k in list(f.keys())}
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types for foreign files
+        raise CheckpointError(
+            f"{p}: not a safetensors checkpoint ({type(e).__name__}: {e}); vidlab never unpickles "
+            "checkpoints: delete it (training then starts that stage over) or point elsewhere"
+        ) from e
+    return _join_state(json.loads(meta["state"]), tensors)

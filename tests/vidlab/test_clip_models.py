@@ -187,7 +187,7 @@ def test_local_folder_loads_exactly_the_file_it_fingerprints(model, frames, tmp_
     (d / "open_clip_pytorch_model.bin").unlink()
     loaded = load_model(d)  # now unambiguous: the safetensors, whatever its name
     np.testing.assert_array_equal(loaded.embed_images(frames), model.embed_images(frames))
-    from vidlab.clip.identity import file_fingerprint
+    from vidlab.identity import file_fingerprint
 
     assert loaded.tag == f"vidlab-tiny@{file_fingerprint(d / 'model.safetensors')[:16]}"
 

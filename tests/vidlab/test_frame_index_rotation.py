@@ -23,7 +23,7 @@ def test_content_id_depends_on_display_orientation(tmp_path):
         assert (shown.width, shown.height) == (coded.width, coded.height) == (64, 48)
         assert video_content_id(rot, shown) != video_content_id(rot, coded)
     with open_video(base) as r:  # unrotated files keep the identity they had before this change
-        from vidlab.clip.identity import file_fingerprint
+        from vidlab.identity import file_fingerprint
 
         old = {"frames": r.num_frames, "fps": round(float(r.fps), 6), "w": r.width, "h": r.height}
         assert video_content_id(base, r) == file_fingerprint(base, extra=old)

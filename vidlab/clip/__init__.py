@@ -33,7 +33,6 @@ _EXPORTS = {
     "EmptyIntervalError": "frame_index",
     "default_cache_dir": "frame_index",
     "CacheCorruptError": "store",
-    "file_fingerprint": "identity",
     "Corpus": "corpus",
     "make_scorer": "scorers",
 }

@@ -1,7 +1,7 @@
 """A per-video, content-addressed cache of CLIP frame embeddings, with interval search and candidate lookup.
 
 Cache key = SHA-256 of (content identity of the video, model tag, sampling spec, preprocessing id,
-decode policy, format version); see :mod:`vidlab.clip.identity` for the content identity. One
+decode policy, format version); see :mod:`vidlab.identity` for the content identity. One
 safetensors file per key (:mod:`vidlab.clip.store`) holds the sampled grid (fp16 embeddings, int64
 frame indices, float64 timestamps) and the *extra* frames that :meth:`FrameIndex.candidates` decoded on
 demand. ``search`` looks at the grid only, so its results depend on the key alone; ``candidates`` uses
@@ -65,7 +65,7 @@ def cache_key(content_id: str, model_tag: str, sampling: str, preprocess_id: str
 
 def video_content_id(path: str | os.PathLike, reader: Any) -> str:
     """Content identity of a video: sampled-chunk file hash mixed with its stream metadata."""
-    from .identity import file_fingerprint
+    from vidlab.identity import file_fingerprint
 
     extra = {
         "frames": reader.num_frames,

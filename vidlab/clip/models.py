@@ -400,7 +400,7 @@ def _check_safetensors_file(path: Path, spec: str) -> None:
 
 
 def _weights_tag(arch: str, weights: Path) -> str:
-    from .identity import file_fingerprint
+    from vidlab.identity import file_fingerprint
 
     return f"{arch}@{file_fingerprint(weights)[:16]}"
 

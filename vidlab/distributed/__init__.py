@@ -1,40 +1,54 @@
 """vidlab.distributed: one executor API (``run_job``) over a local and a Ray backend; resumable job records.
 
-    from vidlab.distributed import run_job, JobSummary
-    summary = run_job(items, MyWorker, "out/", backend="ray", num_workers=2, worker_kwargs={"model": "vidlab-tiny"})
+    from vidlab.distributed import RunConfig, read_job, run_job
+    summary = run_job(items, MyWorker, "out/", run=RunConfig(backend="ray", workers=2),
+                      worker_kwargs={"model": "vidlab-tiny"})
+    records = read_job("out/")   # the one way to read a job's records: records.ok, records.failed
 
 Job identity and locking (``open_job``, ``make_identity``, ``fingerprint_inputs``): see
 :mod:`vidlab.distributed.executor` (its docstring is the API) and :mod:`vidlab.distributed.job`.
 See vidlab/clip/README.md ("Scale-out").
 """
 
-from .executor import JobConfigError, JobSummary, WorkerInitError, item_hash, run_job
+from vidlab.identity import fingerprint_file, fingerprint_folder, fingerprint_inputs, fingerprint_path
+
+from .config import RunConfig
+from .executor import JobConfigError, JobSummary, item_hash, run_job
 from .job import (
     JobHandle,
     JobIdentityError,
     JobLockedError,
     OutputDirError,
-    fingerprint_file,
-    fingerprint_folder,
-    fingerprint_inputs,
-    fingerprint_path,
     identity_diff,
     job_lock,
     make_identity,
     open_job,
     read_identity,
 )
-from .records import RecordProblem, iter_ok, read_records, require_fields, scan_records
+from .records import (
+    JobRecords,
+    RecordProblem,
+    error_text,
+    iter_ok,
+    read_job,
+    read_records,
+    require_fields,
+    scan_records,
+)
+from .worker import WorkerInitError
 
 __all__ = [
     "JobConfigError",
     "JobHandle",
     "JobIdentityError",
     "JobLockedError",
+    "JobRecords",
     "JobSummary",
     "OutputDirError",
     "RecordProblem",
+    "RunConfig",
     "WorkerInitError",
+    "error_text",
     "fingerprint_file",
     "fingerprint_folder",
     "fingerprint_inputs",
@@ -46,6 +60,7 @@ __all__ = [
     "make_identity",
     "open_job",
     "read_identity",
+    "read_job",
     "read_records",
     "require_fields",
     "run_job",

@@ -19,8 +19,8 @@ API for commands (stable; see :mod:`.job` for the rules)::
   deletes the old records and starts over). ``identity=None`` keeps the old, unchecked behaviour.
 * The lock (``filelock``, ``out/.job.lock``) is taken before anything is written; a concurrent run gets
   ``JobLockedError`` (a UserError: one line) and touches nothing. Re-entrant within one process.
-* ``check_result(result)`` raising or returning False marks an ``ok`` record damaged: one warning line
-  on stderr naming ``file:line``, the item is redone, the job goes on. Torn/garbage lines likewise.
+* ``check_result(result)`` raising or returning False marks an ``ok`` record damaged: one log warning
+  (``logging``, shown on stderr by the CLIs) naming ``file:line``, the item is redone, the job goes on. Torn/garbage lines likewise.
 * An ``ok`` record also stores a hash of its item: if the item changed (other question text, answer,
   path), the record no longer counts and the item is redone.
 
@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-import sys
 import time
 import traceback
 import warnings
@@ -48,16 +48,16 @@ from typing import Any
 
 from vidlab.errors import UserError
 
+from .config import RunConfig
 from .job import open_job
 from .records import RecordProblem, RecordWriter, ResultCheck, scan_records
+from .worker import WorkerInitError, checked_result
+
+log = logging.getLogger(__name__)
 
 
 class JobConfigError(ValueError):
     """Bad arguments to ``run_job`` (items without ids, duplicate ids, unknown backend...)."""
-
-
-class WorkerInitError(RuntimeError):
-    """The worker class could not be constructed (e.g. its model failed to load); nothing was processed."""
 
 
 @dataclass
@@ -113,22 +113,21 @@ def item_hash(item: Mapping[str, Any]) -> str:
 
 
 def _warn_problems(problems: list[RecordProblem]) -> None:
-    """One stderr line for unreadable lines, one per damaged record (at most five, then a count)."""
+    """One log warning for unreadable lines, one per damaged record (at most five, then a count)."""
     unreadable = [p for p in problems if p.kind == "unreadable"]
     damaged = [p for p in problems if p.kind == "damaged"]
     if unreadable:
         where = ", ".join(str(p.line) for p in unreadable[:8]) + (" ..." if len(unreadable) > 8 else "")
-        print(
-            f"vidlab: warning: {unreadable[0].path}: {len(unreadable)} torn or non-JSON line(s) "
-            f"(line {where}) ignored; their items are redone",
-            file=sys.stderr,
+        log.warning(
+            "%s: %d torn or non-JSON line(s) (line %s) ignored; their items are redone",
+            unreadable[0].path,
+            len(unreadable),
+            where,
         )
     for p in damaged[:5]:
-        print(f"vidlab: warning: {p}: damaged record ignored; the item is redone", file=sys.stderr)
+        log.warning("%s: damaged record ignored; the item is redone", p)
     if len(damaged) > 5:
-        print(
-            f"vidlab: warning: ... and {len(damaged) - 5} more damaged record(s), redone too", file=sys.stderr
-        )
+        log.warning("... and %d more damaged record(s), redone too", len(damaged) - 5)
 
 
 def _error_info(exc: BaseException, attempts: int) -> dict[str, Any]:
@@ -138,13 +137,6 @@ def _error_info(exc: BaseException, attempts: int) -> dict[str, Any]:
         "attempts": attempts,
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
     }
-
-
-def _checked_result(result: Any) -> dict[str, Any]:
-    if not isinstance(result, dict):
-        raise TypeError(f"worker.process must return a dict, got {type(result).__name__}")
-    json.dumps(result)  # TypeError here if not JSON-serialisable: recorded as the item's failure
-    return result
 
 
 class _Recorder:
@@ -205,12 +197,19 @@ def run_job(
     identity: Mapping[str, Any] | None = None,
     overwrite: bool = False,
     check_result: ResultCheck | None = None,
+    run: RunConfig | None = None,
 ) -> JobSummary:
     """Process ``items`` with ``worker_cls`` on ``backend``; resumable, retrying, one record per item.
 
+    ``run`` (a :class:`~vidlab.distributed.RunConfig`, a job config's ``run:`` block) gives backend,
+    workers, CPUs/GPUs per worker and retries at once, in place of the five keywords.
     See the module docstring for ``identity``/``overwrite`` (job identity and lock) and ``check_result``
     (damaged records are redone)."""
     from tqdm.auto import tqdm
+
+    if run is not None:
+        backend, num_workers, max_retries = run.backend, run.workers, run.retries
+        num_cpus_per_worker, num_gpus_per_worker = run.cpus_per_worker, run.gpus_per_worker
 
     if backend not in ("local", "ray"):
         raise JobConfigError(f"backend must be 'local' or 'ray', got {backend!r}")
@@ -292,7 +291,7 @@ def _run_local(
     for item in pending:
         for attempt in range(1, max_retries + 2):
             try:
-                result = _checked_result(worker.process(item))
+                result = checked_result(worker.process(item))
             except Exception as e:  # recorded, retried; KeyboardInterrupt still stops the job
                 if attempt > max_retries:
                     rec.error(item, e, attempt)

@@ -1,7 +1,7 @@
 """A job folder's identity and lock: results are never attributed to settings that did not produce them.
 
 A job's *identity* is a JSON-able mapping: the resolved config plus fingerprints of its inputs
-(:func:`make_identity`, :func:`fingerprint_file`, :func:`fingerprint_inputs`). :func:`open_job` takes
+(:func:`make_identity` over :mod:`vidlab.identity`'s :func:`fingerprint_file`, :func:`fingerprint_inputs`). :func:`open_job` takes
 the folder's lock first (before anything is written into it), then compares the identity with the one
 stored in ``out_dir/job.json``:
 
@@ -34,10 +34,31 @@ from pathlib import Path
 from typing import Any
 
 from vidlab.errors import UserError
+from vidlab.identity import fingerprint_file, fingerprint_folder, fingerprint_inputs, fingerprint_path
 from vidlab.io import OutputDirError, ensure_output_dir
+
+__all__ = [  # the fingerprints live in vidlab.identity; job identities are made of them
+    "JOB_FILE",
+    "LOCK_FILE",
+    "RESULTS",
+    "JobHandle",
+    "JobIdentityError",
+    "JobLockedError",
+    "OutputDirError",
+    "fingerprint_file",
+    "fingerprint_folder",
+    "fingerprint_inputs",
+    "fingerprint_path",
+    "identity_diff",
+    "job_lock",
+    "make_identity",
+    "open_job",
+    "read_identity",
+]
 
 JOB_FILE = "job.json"
 LOCK_FILE = ".job.lock"
+RESULTS = "results.jsonl"  # the job's records (written by :mod:`.records`)
 
 
 class JobLockedError(UserError, RuntimeError):
@@ -50,55 +71,6 @@ class JobIdentityError(UserError):
     def __init__(self, message: str, differences: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.differences = list(differences)
-
-
-# ------------------------------------------------------------------------------------------ fingerprints
-def fingerprint_file(path: str | os.PathLike, full: bool | None = None) -> dict[str, Any]:
-    """Content fingerprint of one input file: ``{"sha256": ..., "size": ...}`` (see
-    :mod:`vidlab.clip.identity`: size + three 1 MiB chunks, or every byte with ``full``/VIDLAB_FULL_HASH=1).
-    It ignores the name and mtime, so a copy or a rename keeps its identity and an edit changes it.
-    Raises :class:`vidlab.io.InputFileError` (a UserError) when the path is not a readable file."""
-    from vidlab.clip.identity import file_fingerprint
-    from vidlab.io import require_regular_file
-
-    p = require_regular_file(path, what="input", allow_empty=True)
-    return {"sha256": file_fingerprint(p, full=full), "size": p.stat().st_size}
-
-
-def fingerprint_folder(path: str | os.PathLike) -> dict[str, Any]:
-    """Fingerprint of a folder input (a benchmark's data folder): SHA-256 over the sorted relative
-    names and sizes of every file under it. Cheap on datasets of thousands of videos; it notices added,
-    removed, renamed and resized files, not an edit that keeps a file's size (fingerprint those files
-    with :func:`fingerprint_file` when that matters)."""
-    import hashlib
-
-    root = Path(path)
-    h = hashlib.sha256(b"vidlab-folder-listing-v1|")
-    n = 0
-    for p in sorted(q for q in root.rglob("*") if q.is_file()):
-        h.update(f"{p.relative_to(root).as_posix()}|{p.stat().st_size}\n".encode())
-        n += 1
-    return {"listing_sha256": h.hexdigest(), "files": n}
-
-
-def fingerprint_path(path: str | os.PathLike) -> dict[str, Any]:
-    """:func:`fingerprint_folder` for a folder, else :func:`fingerprint_file`."""
-    return fingerprint_folder(path) if Path(path).is_dir() else fingerprint_file(path)
-
-
-def fingerprint_inputs(**inputs: str | os.PathLike | Sequence[str | os.PathLike] | None) -> dict[str, Any]:
-    """``fingerprint_inputs(data="q.jsonl", videos=[a, b])`` -> ``{"data": {...}, "videos": [{...}, {...}]}``;
-    folders get :func:`fingerprint_folder`; ``None`` values are kept as ``None`` (an absent optional input
-    is part of the identity too)."""
-    out: dict[str, Any] = {}
-    for name, value in inputs.items():
-        if value is None:
-            out[name] = None
-        elif isinstance(value, (str, os.PathLike)):
-            out[name] = fingerprint_path(value)
-        else:
-            out[name] = [fingerprint_path(v) for v in value]
-    return out
 
 
 def _plain(obj: Any) -> Any:
@@ -220,15 +192,11 @@ def read_identity(out_dir: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def _has_results(out: Path) -> bool:
-    from .records import RESULTS
-
     p = out / RESULTS
     return p.exists() and p.stat().st_size > 0
 
 
 def _clear(out: Path) -> None:
-    from .records import RESULTS
-
     for name in (RESULTS, JOB_FILE):
         with contextlib.suppress(FileNotFoundError):
             (out / name).unlink()

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .worker import WorkerInitError, checked_result
+
 LOOPBACK = "127.0.0.1"
 RAY_TMP_ENV = "VIDLAB_RAY_TMPDIR"
 # Ray puts unix sockets at <temp>/session_<date>_<usec>_<pid>/sockets/plasma_store (~64 bytes after
@@ -105,9 +107,7 @@ class _Host:
         return True
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
-        from .executor import _checked_result
-
-        return _checked_result(self.worker.process(item))
+        return checked_result(self.worker.process(item))
 
 
 def run_ray(
@@ -152,8 +152,6 @@ def _dispatch(
     from ray.exceptions import RayTaskError
 
     from vidlab.errors import UserError
-
-    from .executor import WorkerInitError
 
     actors: list[Any] = []
     try:

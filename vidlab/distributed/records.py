@@ -17,23 +17,24 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .job import JobLockedError, job_lock
-
-RESULTS = "results.jsonl"
+from .job import RESULTS, JobLockedError, job_lock
 
 ResultCheck = Callable[[dict[str, Any]], Any]
 
 __all__ = [
     "RESULTS",
     "JobLockedError",
+    "JobRecords",
     "RecordProblem",
     "RecordWriter",
+    "error_text",
     "iter_ok",
+    "read_job",
     "read_records",
     "require_fields",
     "scan_records",
@@ -199,3 +200,50 @@ def iter_ok(out_dir: str | os.PathLike, check_result: ResultCheck | None = None)
     for rec in read_records(out_dir, check_result).values():
         if rec.get("status") == "ok":
             yield rec
+
+
+@dataclass(frozen=True)
+class JobRecords:
+    """A job's outcome per item id, read from its records (:func:`read_job`).
+
+    ``ok``: id -> the worker's result. ``failed``: id -> the error (``type``, ``message``, ``attempts`` and
+    the ``item`` as it was given; no traceback). ``attempts``: id -> attempts of its latest record.
+    An id in neither mapping has not run (or its record was damaged)."""
+
+    ok: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+
+
+def error_text(error: Mapping[str, Any]) -> str:
+    """``"Type: message"`` of a failed item's error (as :attr:`JobRecords.failed` holds it)."""
+    return f"{error.get('type', 'Error')}: {error.get('message', '')}"
+
+
+def read_job(
+    out_dir: str | os.PathLike,
+    ids: Iterable[str] | None = None,
+    check_result: ResultCheck | None = None,
+) -> JobRecords:
+    """The one way to read a job's records: latest valid record per id, split into ``ok`` and ``failed``.
+
+    ``ids`` keeps only those items (a job folder may hold more, e.g. from a run with a larger ``--limit``),
+    in that order; ``check_result`` as for :func:`run_job` (a damaged record counts as not run)."""
+    records = read_records(out_dir, check_result)
+    order = [str(i) for i in ids] if ids is not None else list(records)
+    ok: dict[str, dict[str, Any]] = {}
+    failed: dict[str, dict[str, Any]] = {}
+    attempts: dict[str, int] = {}
+    for rid in order:
+        rec = records.get(rid)
+        if rec is None:
+            continue
+        if rec["status"] == "ok":
+            ok[rid] = rec["result"]
+        else:
+            err = {k: v for k, v in rec["error"].items() if k != "traceback"}
+            failed[rid] = {**err, "item": rec.get("item")}
+        n = rec.get("attempts", (rec.get("error") or {}).get("attempts"))
+        if isinstance(n, int):
+            attempts[rid] = n
+    return JobRecords(ok=ok, failed=failed, attempts=attempts)

@@ -6,7 +6,7 @@ import shutil
 
 import numpy as np
 
-from vidlab.clip.identity import CHUNK, file_fingerprint
+from vidlab.identity import CHUNK, file_fingerprint
 
 
 def _file(tmp_path, name="a.bin", size=5 * CHUNK + 123):
