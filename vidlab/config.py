@@ -2,7 +2,9 @@
 
 A preset is a YAML file given by path, or by name from the checkout's ``configs/`` folder
 (``VIDLAB_CONFIG_DIR`` overrides that folder; presets are not packaged into the wheel, so an
-installed vidlab needs a path or ``VIDLAB_CONFIG_DIR``). Nested dataclasses are addressed with dots:
+installed vidlab needs a path or ``VIDLAB_CONFIG_DIR``). Presets are grouped by the command they serve
+(``configs/generate/tiny.yaml``); a config class names its folder in ``PRESET_DIR`` so that the bare
+name works for its command (``vidlab generate --preset tiny``). Nested dataclasses are addressed with dots:
 ``lam.alpha_max=2.5``. Values are parsed as YAML scalars (``steps=4``, ``sci.enabled=false``,
 ``blocks=[0,1]``) and then checked against the dataclass field's type at once, before any model
 loads: ``int``, ``float`` (ints accepted), ``bool``, ``str``, ``Path``, ``Optional[...]``/unions,
@@ -69,22 +71,64 @@ def config_dir() -> Path:
     return Path(env).expanduser() if env else CONFIG_DIR
 
 
-def preset_path(name_or_path: str | os.PathLike) -> Path:
-    """Resolve a preset given as a path or as a name in ``configs/`` (with or without ``.yaml``)."""
+# Presets are grouped by the command they serve (configs/generate/, configs/train-agent/, configs/qa/,
+# configs/demo/, configs/compbench/). The flat names they had before keep working for one release.
+PRESET_RENAMES = {
+    "tiny": "generate/tiny",
+    "gen-toyworld": "generate/toyworld",
+    "wan2.1-t2v-1.3b": "generate/wan2.1-t2v-1.3b",
+    "wan2.1-t2v-14b": "generate/wan2.1-t2v-14b",
+    "wan2.2-t2v-a14b": "generate/wan2.2-t2v-a14b",
+    "toyworld": "train-agent/toyworld",
+    "rl/trl-tiny": "train-agent/trl-tiny",
+    "rl/trl-qwen3-vl-8b": "train-agent/trl-qwen3-vl-8b",
+    "rl/verl-qwen3-vl-8b": "train-agent/verl-qwen3-vl-8b",
+    "videobrain-qwen-vl": "qa/videobrain-qwen-vl",
+    "demo": "demo/default",
+    "demo-tiny": "demo/tiny",
+}
+
+
+def _named(folder: Path, name: str) -> Path | None:
+    for cand in (folder / f"{name}.yaml", folder / name):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def preset_path(name_or_path: str | os.PathLike, command: str | None = None) -> Path:
+    """Resolve a preset given as a path, or as a name in ``configs/`` (with or without ``.yaml``).
+
+    ``command`` is the preset folder of the command asking (a config class's ``PRESET_DIR``, e.g.
+    ``"generate"``): there a bare name is enough (``tiny`` -> ``configs/generate/tiny.yaml``). A flat name
+    from before the presets were grouped (:data:`PRESET_RENAMES`) still resolves, with one
+    :class:`ConfigDeprecationWarning`."""
     p = Path(name_or_path)
     if p.is_file():
         return p
     folder = config_dir()
-    for cand in (folder / f"{name_or_path}.yaml", folder / str(name_or_path)):
-        if cand.is_file():
-            return cand
+    name = str(name_or_path)
+    found = (_named(folder / command, name) if command else None) or _named(folder, name)
+    if found is not None:
+        return found
+    new = PRESET_RENAMES.get(name.removesuffix(".yaml"))
+    if new is not None and (found := _named(folder, new)) is not None:
+        import warnings
+
+        warnings.warn(
+            f"preset name {name!r} is deprecated: write {new!r} (configs/{new}.yaml; the old name works "
+            "for one release)",
+            ConfigDeprecationWarning,
+            stacklevel=3,
+        )
+        return found
     if not folder.is_dir():
         raise ConfigError(
-            f"unknown preset {str(name_or_path)!r}: not a file, and the preset folder {folder} does not exist "
+            f"unknown preset {name!r}: not a file, and the preset folder {folder} does not exist "
             f"(named presets ship with a checkout of the repository; pass a path or set {CONFIG_ENV})"
         )
     known = sorted(str(q.relative_to(folder).with_suffix("")) for q in folder.rglob("*.yaml"))
-    raise ConfigError(f"unknown preset {str(name_or_path)!r}: not a file, and not one of {known} in {folder}")
+    raise ConfigError(f"unknown preset {name!r}: not a file, and not one of {known} in {folder}")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -95,9 +139,9 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return str(problem)
 
 
-def load_preset(name_or_path: str | os.PathLike) -> dict[str, Any]:
+def load_preset(name_or_path: str | os.PathLike, command: str | None = None) -> dict[str, Any]:
     """The mapping in a preset file; malformed YAML is a ConfigError naming ``file:line``."""
-    path = preset_path(name_or_path)
+    path = preset_path(name_or_path, command)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
@@ -413,8 +457,9 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
 
 
 def resolve(cls: type[T], preset: str | os.PathLike | None = None, overrides: list[str] | None = None) -> T:
-    """Defaults <- preset <- overrides, validated against ``cls``."""
-    data: dict[str, Any] = load_preset(preset) if preset else {}
+    """Defaults <- preset <- overrides, validated against ``cls``. A bare preset name is looked up in
+    ``configs/<cls.PRESET_DIR>/`` first (the folder of the command the config serves)."""
+    data: dict[str, Any] = load_preset(preset, getattr(cls, "PRESET_DIR", None)) if preset else {}
     data = deep_merge(data, parse_overrides(overrides))
     return from_dict(cls, data)
 

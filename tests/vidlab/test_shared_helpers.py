@@ -144,3 +144,33 @@ def test_checkpoint_round_trip_is_safetensors_with_optimizer_state(tmp_path):
         save_checkpoint({"thing": object()}, tmp_path / "bad.safetensors")
     assert not (tmp_path / "bad.safetensors").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporaries left
+
+
+def test_presets_are_grouped_by_command_and_old_names_still_resolve(tmp_path, monkeypatch):
+    from vidlab.config import PRESET_RENAMES, config_dir, preset_path
+
+    folder = config_dir()
+    for old, new in PRESET_RENAMES.items():  # every renamed preset is where the table says
+        assert (folder / f"{new}.yaml").is_file(), new
+        with pytest.warns(
+            ConfigDeprecationWarning, match=f"preset name '{old}' is deprecated: write '{new}'"
+        ):
+            assert preset_path(old) == folder / f"{new}.yaml"
+    assert sorted(p.name for p in folder.glob("*.yaml")) == []  # nothing left at the top level
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert preset_path("tiny", "generate") == folder / "generate" / "tiny.yaml"
+        assert preset_path("tiny", "compbench") == folder / "compbench" / "tiny.yaml"
+        assert preset_path("generate/toyworld") == folder / "generate" / "toyworld.yaml"
+
+    @dataclass
+    class _Gen:
+        PRESET_DIR: ClassVar[str] = "mine"
+        steps: int = 1
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "fast.yaml").write_text("steps: 3\n")
+    monkeypatch.setenv("VIDLAB_CONFIG_DIR", str(tmp_path))
+    assert resolve(_Gen, "fast").steps == 3  # the class's folder: the bare name is enough
+    with pytest.raises(ConfigError, match=r"unknown preset 'slow'.*\['mine/fast'\]"):
+        resolve(_Gen, "slow")

@@ -118,7 +118,7 @@ def test_verl_engine_writes_dataset_tool_config_and_launch(needles, tmp_path, ca
     assert {t.name for t in initialize_tools_from_config(str(out / "tools.yaml"))} == set(P.TOOL_NAMES)
     assert yaml.safe_load((out / "agent_loop.yaml").read_text())[0]["name"] == "videobrain_agent"
     # the shipped tool-config file is what the preset resolves to
-    shipped = yaml.safe_load((Path(__file__).parents[3] / "configs/rl/verl-tools.yaml").read_text())
+    shipped = yaml.safe_load((Path(__file__).parents[3] / "configs/train-agent/verl-tools.yaml").read_text())
     assert shipped == tool_config(resolve(VerlConfig, "rl/verl-qwen3-vl-8b"))
     assert verl_main(["--out", str(tmp_path / "x")]) == 2
     assert "no training data" in capsys.readouterr().err
