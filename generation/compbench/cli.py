@@ -113,10 +113,18 @@ def compbench_main(argv: list[str] | None = None) -> int:
             print(f"  failed {err['id']}: {err['type']}: {err['message'][:160]}")
         return 0 if res["status"].get("ok", 0) == res["items"] else 1
     if args.command == "score":
-        from generation.compbench.scoring import score_run
+        from generation.compbench.scoring import failed_items, score_run
 
-        print(json.dumps(score_run(cfg, overwrite=args.overwrite), indent=1))
-        return 0
+        summaries = score_run(cfg, overwrite=args.overwrite)
+        print(json.dumps(summaries, indent=1))
+        failed = failed_items(summaries)
+        for metric, n in failed.items():  # a silent partial score would skew the report: say it, exit 1
+            first = (summaries[metric]["errors"] or [{}])[0]
+            why = (
+                f" (first: {first.get('id')}: {first.get('type', 'Error')}: {first.get('message', '')[:160]})"
+            )
+            print(f"score: {metric} failed on {n} video(s){why}; rerun the same command to retry them")
+        return 1 if failed else 0
     if args.command == "report":
         from generation.compbench.report import build_report
 

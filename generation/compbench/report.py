@@ -28,9 +28,37 @@ from generation.compbench.config import CompbenchConfig
 from generation.compbench.suite import CATEGORIES
 from vidlab.errors import UserError
 
+BY_CATEGORY = [c.key for c in CATEGORIES]
+SCORES_DIR = "scores"  # = scoring.SCORES (not imported: scoring loads the metric registry)
+
 
 class ReportError(UserError):
     """Nothing to report yet (no scores, no manifest)."""
+
+
+# The papers' own headline figures (relative change of the mean over T2V-CompBench's categories, and the time
+# it costs), printed as reference rows beside this run's gain in the same form. Sources: research notes in
+# shared/research/comp-attn.md (the v2 abstract; MagicComp's project page).
+PAPER_REFERENCES: tuple[dict[str, str], ...] = (
+    {
+        "source": "Comp-Attn paper (ICML 2026, arXiv 2503.14428v2, abstract)",
+        "model": "Wan2.1-T2V-14B",
+        "gain": "+15.7%",
+        "time": "+5%",
+    },
+    {
+        "source": "Comp-Attn paper (ICML 2026, arXiv 2503.14428v2, abstract)",
+        "model": "Wan2.2-T2V-A14B",
+        "gain": "+11.7%",
+        "time": "+5%",
+    },
+    {
+        "source": "MagicComp (arXiv 2503.14428v1, project page)",
+        "model": "CogVideoX-2B",
+        "gain": "+15.2%",
+        "time": "+16%",
+    },
+)
 
 
 def bootstrap_ci(
@@ -91,14 +119,21 @@ def _tables(rows: list[dict[str, Any]], field: str) -> dict[str, dict[str, dict[
     return t
 
 
-def metric_rows(cfg: CompbenchConfig, name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def metric_rows(
+    cfg: CompbenchConfig, name: str, rows: list[dict[str, Any]], expected: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Per category and method: mean, paired delta, CI. The ``all`` row pools every video, and only when every
+    ``expected`` category has scores; otherwise the pooled row is ``all-scored`` (a subset, named as such)."""
     fields = ["score"] + sorted({k for r in rows for k in r if k.startswith("control_")})
     out = []
     seeds = sorted({int(r["seed"]) for r in rows})
     for field in fields:
         label = name if field == "score" else f"{name}:{field[len('control_') :]}"
         tabs = _tables(rows, field)
-        for cat in [c.key for c in CATEGORIES] + ["all"]:
+        covered = [c.key for c in CATEGORIES if c.key in tabs]
+        if "all" in tabs and expected and set(expected) - set(covered):
+            tabs[ALL_SUBSET] = tabs.pop("all")  # never an "all" that silently averages a subset
+        for cat in [c.key for c in CATEGORIES] + ["all", ALL_SUBSET]:
             if cat not in tabs:
                 continue
             tab = tabs[cat]
@@ -118,6 +153,83 @@ def metric_rows(cfg: CompbenchConfig, name: str, rows: list[dict[str, Any]]) -> 
                     only[f"baseline@seed{s}"] = {k: v for k, v in tab["baseline"].items() if k[1] == s}
                     res = compare(only, f"baseline@seed{s}", "baseline", cfg, lambda k: (k[0], seeds[0]))
                     out.append({"metric": label, "category": cat, "method": f"baseline@seed{s}", **res})
+    return out
+
+
+ALL_SUBSET = "all-scored"  # the pooled row when some expected categories have no scores
+
+
+def expected_categories(cfg: CompbenchConfig, manifest: list[dict[str, Any]]) -> list[str]:
+    """The categories this run generated (or tried to): the manifest's, in the official order."""
+    seen = {r.get("category") for r in manifest if r.get("method") in cfg.methods}
+    return [c.key for c in CATEGORIES if c.key in seen]
+
+
+def coverage(
+    cfg: CompbenchConfig, name: str, srows: list[dict[str, Any]], manifest: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What a metric did not score: per category, videos generated vs scored, and why the rest were not."""
+    generated: dict[str, int] = defaultdict(int)
+    for r in manifest:
+        if r.get("status") == "ok" and r.get("method") in cfg.methods:
+            generated[r["category"]] += 1
+    scored: dict[str, int] = defaultdict(int)
+    reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in srows:
+        if isinstance(r.get("score"), (int, float)) and not isinstance(r.get("score"), bool):
+            scored[r["category"]] += 1
+        else:
+            reasons[r["category"]][str(r.get("reason") or "no score")[:120]] += 1
+    missing, partial = [], []
+    for cat in expected_categories(cfg, manifest) or sorted(generated):
+        n, k = generated.get(cat, 0), scored.get(cat, 0)
+        listed = sum(reasons[cat].values())
+        why = [f"{c} x {w}" for w, c in sorted(reasons[cat].items(), key=lambda x: -x[1])]
+        if n - k - listed > 0:
+            why.append(f"{n - k - listed} failed (see `vidlab compbench score`, {SCORES_DIR}/{name}/)")
+        if n == 0:
+            why = why or ["no video was generated"]
+        entry = {"category": cat, "generated": n, "scored": k, "why": why}
+        if k == 0:
+            missing.append(entry)
+        elif k < n:
+            partial.append(entry)
+    return {"missing": missing, "partial": partial}
+
+
+def gain_rows(
+    cfg: CompbenchConfig, rows: list[dict[str, Any]], times: list[dict[str, Any]], expected: list[str]
+) -> list[dict[str, Any]]:
+    """This run's gain in the papers' form: the relative change of the mean over categories (each category's
+    mean weighs the same), per metric and method, with the time overhead beside it."""
+    overhead = {t["method"]: t["overhead"] for t in times}
+    out = []
+    for metric in dict.fromkeys(r["metric"] for r in rows if ":" not in r["metric"]):
+        by = {
+            (r["category"], r["method"]): r
+            for r in rows
+            if r["metric"] == metric and r["category"] in BY_CATEGORY and r["mean"] is not None
+        }
+        for method in cfg.methods:
+            if method == "baseline":
+                continue
+            cats = [c for c in BY_CATEGORY if (c, method) in by and (c, "baseline") in by]
+            if not cats:
+                continue
+            m = float(np.mean([by[(c, method)]["mean"] for c in cats]))
+            b = float(np.mean([by[(c, "baseline")]["mean"] for c in cats]))
+            out.append(
+                {
+                    "metric": metric,
+                    "method": method,
+                    "mean": m,
+                    "baseline_mean": b,
+                    "gain": (m - b) / abs(b) if b else None,
+                    "time": overhead.get(method),
+                    "categories": cats,
+                    "missing": [c for c in expected if c not in cats],
+                }
+            )
     return out
 
 
@@ -188,7 +300,33 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return f"{100 * v:+.1f}%" if pct else f"{v:.4f}"
 
 
-def to_markdown(rows: list[dict[str, Any]], times: list[dict[str, Any]], cfg: CompbenchConfig) -> str:
+def _category_label(cat: str, missing: list[str]) -> str:
+    if cat == ALL_SUBSET:
+        return f"{ALL_SUBSET} (NOT all: no scores for {', '.join(missing)})"
+    return cat
+
+
+def _coverage_lines(cov: dict[str, Any]) -> list[str]:
+    lines = []
+    for e in cov["missing"]:
+        lines.append(
+            f"- **missing: {e['category']}**: 0 of {e['generated']} videos scored ({'; '.join(e['why'])})"
+        )
+    for e in cov["partial"]:
+        lines.append(
+            f"- partial: {e['category']}: {e['scored']} of {e['generated']} videos scored ({'; '.join(e['why'])})"
+        )
+    return lines
+
+
+def to_markdown(
+    rows: list[dict[str, Any]],
+    times: list[dict[str, Any]],
+    cfg: CompbenchConfig,
+    coverages: dict[str, dict[str, Any]] | None = None,
+    gains: list[dict[str, Any]] | None = None,
+) -> str:
+    coverages = coverages or {}
     lines = [
         "# T2V-CompBench report",
         "",
@@ -199,6 +337,8 @@ def to_markdown(rows: list[dict[str, Any]], times: list[dict[str, Any]], cfg: Co
     methods = [m for m in dict.fromkeys(r["method"] for r in rows)]
     for metric in dict.fromkeys(r["metric"] for r in rows):
         sub = [r for r in rows if r["metric"] == metric]
+        cov = coverages.get(metric.split(":")[0], {"missing": [], "partial": []})
+        missing = [e["category"] for e in cov["missing"]]
         lines += ["", f"## {metric}", "", "| category | " + " | ".join(methods) + " |"]
         lines.append("|---" * (len(methods) + 1) + "|")
         for cat in dict.fromkeys(r["category"] for r in sub):
@@ -212,7 +352,10 @@ def to_markdown(rows: list[dict[str, Any]], times: list[dict[str, Any]], cfg: Co
                 else:
                     ci = f" [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else ""
                     cells.append(f"{_fmt(r['mean'])} ({r['delta']:+.4f}{ci})")
-            lines.append(f"| {cat} | " + " | ".join(cells) + " |")
+            lines.append(f"| {_category_label(cat, missing)} | " + " | ".join(cells) + " |")
+        if ":" not in metric:
+            lines += [""] + _coverage_lines(cov) if cov["missing"] or cov["partial"] else []
+    lines += _gain_section(gains or [], cfg)
     lines += [
         "",
         "## Time per video",
@@ -231,6 +374,36 @@ def to_markdown(rows: list[dict[str, Any]], times: list[dict[str, Any]], cfg: Co
             f"| {t['method']} | {t['items']} | {_fmt(t['seconds_mean'])} | {_fmt(t['overhead'], True)}{ci} | {mem} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _gain_section(gains: list[dict[str, Any]], cfg: CompbenchConfig) -> list[str]:
+    """The papers' headline figures as reference rows, and this run's gain in the same form under them."""
+    lines = [
+        "",
+        "## Gain over the baseline: the papers' figures and this run's, in the same form",
+        "",
+        "Gain = relative change of the mean over categories (each category's mean weighs the same); time = "
+        "extra generation time per video. The first rows are the papers' own headline figures on T2V-CompBench "
+        "with its official metrics (reference only, not reproduced here); the rows below them are this run's, "
+        "with its metric and categories, so compare the form, not the numbers, unless both match.",
+        "",
+        "| source | model | metric | gain | time |",
+        "|---|---|---|---|---|",
+    ]
+    for ref in PAPER_REFERENCES:
+        lines.append(
+            f"| {ref['source']} | {ref['model']} | T2V-CompBench official | {ref['gain']} | {ref['time']} |"
+        )
+    for g in gains:
+        cats = f"{len(g['categories'])} categories"
+        if g["missing"]:
+            cats += f"; no scores for {', '.join(g['missing'])}"
+        gain = "-" if g["gain"] is None else f"{100 * g['gain']:+.1f}%"
+        lines.append(
+            f"| vidlab, this run: {g['method']} vs baseline | {cfg.generate.model} | {g['metric']} ({cats}) "
+            f"| {gain} | {_fmt(g['time'], True)} |"
+        )
+    return lines
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
@@ -294,16 +467,26 @@ def build_report(cfg: CompbenchConfig) -> dict[str, Any]:
     if not scores and not official_file.is_file():
         raise ReportError(f"no scores in {out / SCORES}: run `vidlab compbench score` with this config first")
     rows: list[dict[str, Any]] = []
+    expected = expected_categories(cfg, manifest)
+    coverages = {}
     for name, srows in scores.items():
-        rows += metric_rows(cfg, name, srows)
+        rows += metric_rows(cfg, name, srows, expected)
+        coverages[name] = coverage(cfg, name, srows, manifest)
     if official_file.is_file():
         rows += official_rows(cfg, json.loads(official_file.read_text(encoding="utf-8")))
     times = time_rows(cfg, manifest)
+    gains = gain_rows(cfg, rows, times, expected)
     rep = out / "report"
-    md = to_markdown(rows, times, cfg)
+    md = to_markdown(rows, times, cfg, coverages, gains)
     atomic_write_text(rep / "report.md", md)
     atomic_write_text(rep / "report.csv", _csv(rows))
     atomic_write_text(rep / "time.csv", _csv(times))
+    atomic_write_text(
+        rep / "gain.csv",
+        _csv(
+            [{**g, "categories": " ".join(g["categories"]), "missing": " ".join(g["missing"])} for g in gains]
+        ),
+    )
     primary = (
         cfg.report.primary_metric if any(r["metric"] == cfg.report.primary_metric for r in rows) else None
     )
@@ -314,4 +497,6 @@ def build_report(cfg: CompbenchConfig) -> dict[str, Any]:
         "csv": str(rep / "report.csv"),
         "png": str(png) if png else None,
         "rows": len(rows),
+        "missing": {m: [e["category"] for e in c["missing"]] for m, c in coverages.items() if c["missing"]},
+        "gains": gains,
     }

@@ -115,7 +115,14 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
                 row = {k: it[k] for k in ("id", "prompt_id", "category", "index", "method", "seed")}
                 lines.append(json.dumps({**row, **ok[it["id"]]}, ensure_ascii=False))
         atomic_write_text(out / SCORES / f"{name}.jsonl", "\n".join(lines) + ("\n" if lines else ""))
-        summaries[name] = {"scored": len(ok), "failed": summary.failed, "errors": summary.errors[:3]}
+        failed = sorted(k for k, v in results.items() if v is None)  # this run's and earlier runs' failures
+        errors = [{"id": k, **_error_of(recs.get(k))} for k in failed[:3]]
+        summaries[name] = {
+            "scored": sum(1 for r in ok.values() if r.get("score") is not None),
+            "not_applicable": sum(1 for r in ok.values() if r.get("score") is None),
+            "failed": len(failed),
+            "errors": errors or summary.errors[:3],
+        }
     if cfg.score.ingest:
         from generation.compbench.official.csv_ingest import ingest_dir
 
@@ -123,6 +130,19 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
         atomic_write_json(out / SCORES / "official.json", official)
         summaries["official"] = {m: sorted(c) for m, c in official.items()}
     return summaries
+
+
+def _error_of(rec: dict[str, Any] | None) -> dict[str, Any]:
+    """The type and message of a failed item's record (what the user needs to fix it)."""
+    err = (rec or {}).get("error") or {}
+    if isinstance(err, dict):
+        return {k: str(err[k])[:300] for k in ("type", "message") if k in err}
+    return {"message": str(err)[:300]} if err else {"message": "no record (the run stopped before it)"}
+
+
+def failed_items(summaries: dict[str, Any]) -> dict[str, int]:
+    """``{metric: number of videos it failed on}`` for the metrics that failed on any (``score`` exits 1)."""
+    return {m: int(s["failed"]) for m, s in summaries.items() if isinstance(s, dict) and s.get("failed")}
 
 
 def read_scores(out: str | Path) -> dict[str, list[dict[str, Any]]]:

@@ -10,7 +10,7 @@ from vidlab.video.reader import decord_safe
 from vidlab.video.testing import MATRIX, build, codes_of
 
 BACKENDS = [b for b in ("decord", "pyav", "torchcodec")]
-KNOWN_INEXACT = {("decord", "h264_open_gop")}  # measured; auto routes these files to PyAV
+KNOWN_INEXACT = {("decord", "h264_open_gop")}  # measured; refused by backend="decord", auto routes to PyAV
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_random_repeated_unsorted_indices_return_their_frames(root, name, backen
     if backend != "auto":
         _skip_missing(backend)
     if (backend, name) in KNOWN_INEXACT:
-        pytest.skip("known inexact on this file type; auto avoids it (see test_decord_open_gop_is_inexact)")
+        pytest.skip("known inexact on this file type: refused (see test_decord_open_gop_is_inexact)")
     path, n, kw = build(root, name)
     rng = np.random.default_rng(len(name))
     with open_video(path, backend=backend) as r:
@@ -87,17 +87,24 @@ def test_vfr_timestamps_are_the_written_ones(root, backend):
         assert r.fps == pytest.approx(n / r.duration)
 
 
-def test_decord_open_gop_is_inexact_and_auto_avoids_it(root):
-    """The measurement behind the auto rule: decord returns wrong frames on open-GOP B-pyramid h264."""
+def test_decord_open_gop_is_inexact_refused_and_auto_avoids_it(root):
+    """The measurement behind the rule: decord itself returns wrong frames on open-GOP B-pyramid h264, so
+    ``backend="decord"`` refuses the file with the reason and auto reads it with PyAV."""
     _skip_missing("decord")
+    from vidlab.video import VideoReadError
+    from vidlab.video.reader import import_decord
+
     path, n, _ = build(root, "h264_open_gop")
     rng = np.random.default_rng(0)
     wrong = 0
-    with open_video(path, backend="decord") as r:
-        for _ in range(3):
-            idx = rng.integers(0, n, size=48)
-            wrong += sum(c != i for c, i in zip(codes_of(r.get_frames(idx)), idx.tolist()))
-    assert wrong > 0, "decord became exact on open-GOP files: revisit vidlab.video.reader.decord_safe"
+    vr = import_decord().VideoReader(str(path))  # decord directly: what vidlab would return if it allowed it
+    for _ in range(3):
+        idx = rng.integers(0, n, size=48)
+        wrong += sum(c != i for c, i in zip(codes_of(vr.get_batch(idx.tolist()).asnumpy()), idx.tolist()))
+    del vr
+    assert wrong > 0, "decord became exact on open-GOP files: revisit vidlab.video.reader.decord_refuses"
+    with pytest.raises(VideoReadError, match="open GOP"):
+        open_video(path, backend="decord")
     with open_video(path) as r:
         assert r.index.open_gop and not decord_safe(r.index)[0]
 

@@ -326,6 +326,11 @@ def decord_refuses(index: StreamIndex) -> str | None:
         )
     if orientation.mirrors(index.orient_op) or index.orient_op == "rotate":
         return f"display matrix {index.orient_op!r}: decord's handling of it is not verified"
+    if index.open_gop:
+        return (
+            f"open GOP ({index.codec}: leading frames shown before their keyframe): decord returns "
+            "neighbouring frames on random access (e.g. frame 6 for frame 5)"
+        )
     return None
 
 
@@ -337,11 +342,6 @@ def decord_safe(index: StreamIndex) -> tuple[bool, str]:
     refused = decord_refuses(index)
     if refused:
         return False, refused
-    if index.open_gop:
-        return (
-            False,
-            "open GOP (leading frames before keyframes): decord returns wrong frames on random access",
-        )
     if index.vfr:
         return False, "variable frame rate: decord is reported inexact on such files (dmlc/decord#54)"
     if index.lost_frames:

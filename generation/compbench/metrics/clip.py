@@ -69,7 +69,7 @@ def phrases_for(p: Prompt, layout: Any | None) -> tuple[list[str], str]:
     if own:
         return own, "metadata"
     if layout is not None:
-        return list(dict.fromkeys(layout.phrases())), "layout"
+        return list(dict.fromkeys(layout.phrases)), "layout"  # a property: every subject's phrase
     return [], "none"
 
 
