@@ -1,37 +1,118 @@
 """Evaluation glue: load the trained toy-world Wan, generate with or without Comp-Attn, score with the detector.
 
 ``load_toyworld_pipeline(model)`` goes through ``generation.cli.load_pipeline`` (the code path of ``vidlab generate``).
-``METHODS`` names the compared settings; ``run_method(pipe, method, prompts, seeds, ...)`` generates every
-(prompt, seed) with the rule planner's layout (``placebo``: the same boxes with the subjects swapped, or for a
-single group, mirrored left-right) and returns one record per video with its ``VideoScore`` and seconds.
+``METHODS`` names the compared settings. An ``EvalItem`` is one prompt with how its layout is made: the rule
+planner's (multi-subject prompts), or for single-subject position items a box on the LEFT or RIGHT third
+(``side_layout``). ``item_layout(item, method)`` gives the layout a method is fed: the ``placebo`` gets a layout that
+contradicts the prompt (two subjects' boxes swapped; a single box mirrored to the other side).
+``run_method(pipe, method, items, seeds, ...)`` generates every (item, seed) and returns one record per video: the
+detector's ``VideoScore`` against the caption and the given layout, ``iou_real`` against the true (unswapped) layout,
+where the first subject landed (``cx``, ``cy``, colour only) and the seconds the generation took.
+``RecordCache`` keeps finished records on disk (written atomically every few seconds), so a killed run resumes.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
+import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from generation.toyworld.metrics import score_video
+from generation.toyworld.metrics import layout_iou, score_video, subject_centre, toward_box
 from generation.toyworld.model import WEIGHTS_DIR
 
 METHODS = ("baseline", "sci", "lam", "both", "placebo")
+SIDES = ("left", "right")
+# single-subject position boxes: the left / right third of the frame, the middle 40% of its height
+SIDE_BOXES: dict[str, tuple[float, float, float, float]] = {
+    "left": (0.02, 0.3, 0.35, 0.7),
+    "right": (0.65, 0.3, 0.98, 0.7),
+}
 
 
 @dataclass
 class SamplingConfig:
-    """How the benchmark samples the toy model (the shipped preset ``gen-toyworld`` uses the same values)."""
+    """How the benchmark samples the toy model (``from_model`` reads the model's own frames/size)."""
 
     height: int = 64
     width: int = 64
     frames: int = 9
     steps: int = 12
     guidance: float = 4.0
+
+    @classmethod
+    def from_model(cls, model: str | Path | None = None) -> SamplingConfig:
+        """Defaults, with height/width/frames from the model's ``toyworld.json`` ``generate`` entry when present."""
+        path = Path(model) if model is not None else WEIGHTS_DIR
+        out = cls()
+        meta = path / "toyworld.json"
+        if meta.is_file():
+            gen = json.loads(meta.read_text(encoding="utf-8")).get("generate", {}) or {}
+            for k in ("height", "width", "frames", "steps"):
+                if k in gen:
+                    setattr(out, k, int(gen[k]))
+            if "guidance" in gen:
+                out.guidance = float(gen["guidance"])
+        return out
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One prompt to generate: ``key`` is unique per item; ``side`` puts a single subject's box left or right."""
+
+    prompt: str
+    key: str
+    side: str | None = None
+
+    @classmethod
+    def of(cls, prompt: str, side: str | None = None) -> EvalItem:
+        return cls(prompt, prompt if side is None else f"{prompt} | box {side}", side)
+
+
+def multi_items(prompts: Sequence[str]) -> list[EvalItem]:
+    """Items with the rule planner's layouts."""
+    return [EvalItem.of(p) for p in prompts]
+
+
+def single_items(prompts: Sequence[str], both_sides: bool = True) -> list[EvalItem]:
+    """Single-subject position items: each prompt with its box on the left and on the right third
+    (``both_sides=False``: one side per prompt, alternating)."""
+    if both_sides:
+        return [EvalItem.of(p, s) for p in prompts for s in SIDES]
+    return [EvalItem.of(p, SIDES[i % 2]) for i, p in enumerate(prompts)]
+
+
+def side_layout(prompt: str, side: str) -> Any:
+    """The rule planner's layout of a single-subject prompt with its box moved to the ``side`` third."""
+    from generation.planners import plan_layout
+
+    if side not in SIDE_BOXES:
+        raise ValueError(f"side must be one of {sorted(SIDE_BOXES)}, got {side!r}")
+    lay = plan_layout(prompt, planner="rule")
+    if len(lay.subjects) != 1:
+        raise ValueError(
+            f"side layouts are for single-subject prompts; {prompt!r} has {len(lay.subjects)} subjects"
+        )
+    box = SIDE_BOXES[side]
+    lay.subjects = [_with_keyframes(lay.subjects[0], [(0.0, box), (1.0, box)])]
+    lay.relations = []
+    lay.meta = {**lay.meta, "side": side}
+    return lay
+
+
+def item_layout(item: EvalItem, method: str) -> tuple[Any, Any]:
+    """(layout given to ``method``, the true layout) for an item."""
+    from generation.planners import plan_layout
+
+    real = side_layout(item.prompt, item.side) if item.side else plan_layout(item.prompt, planner="rule")
+    return (swapped_layout(real) if method_base(method) == "placebo" else real), real
 
 
 def load_toyworld_pipeline(model: str | Path | None = None):
@@ -51,27 +132,57 @@ def load_toyworld_pipeline(model: str | Path | None = None):
     return pipe
 
 
-def comp_config(method: str, sci_strength: float = 0.5, step_fraction: float = 0.3):
-    """The ``CompAttnConfig`` of a method (``placebo`` is LAM alone, fed a contradicting layout)."""
+def method_base(method: str) -> str:
+    """The base method of a named variant: ``both_fused`` -> ``both``, ``lam@a4`` -> ``lam``."""
+    base = method.split("@")[0].split("_")[0]
+    if base not in METHODS:
+        raise ValueError(
+            f"unknown method {method!r}; known: {METHODS} (variants: <method>_<tag> or <method>@<tag>)"
+        )
+    return base
+
+
+def comp_config(
+    method: str,
+    sci_strength: float | None = None,
+    step_fraction: float | None = None,
+    overrides: Mapping[str, Any] | None = None,
+):
+    """The ``CompAttnConfig`` of a method (``placebo`` is LAM alone, fed a contradicting layout).
+
+    ``sci_strength`` / ``step_fraction`` (None: the config default) and ``overrides`` (``{"lam.alpha_max": 4}``)
+    change the paper-faithful defaults; every value goes through the config's own validation.
+    """
     from generation.comp_attn import CompAttnConfig
 
     cfg = CompAttnConfig()
-    cfg.sci.strength = float(sci_strength)
-    cfg.lam.step_fraction = float(step_fraction)
-    if method == "baseline":
+    ov: dict[str, Any] = dict(overrides or {})
+    if sci_strength is not None:
+        ov.setdefault("sci.strength", float(sci_strength))
+    if step_fraction is not None:
+        ov.setdefault("lam.step_fraction", float(step_fraction))
+    for part in ("sci", "lam"):
+        vals = {k.split(".", 1)[1]: v for k, v in ov.items() if k.startswith(part + ".")}
+        if vals:
+            sub = getattr(cfg, part)
+            unknown = set(vals) - {f.name for f in dataclasses.fields(sub)}
+            if unknown:
+                raise ValueError(f"unknown {part} settings {sorted(unknown)}")
+            setattr(cfg, part, dataclasses.replace(sub, **vals))
+    bad = [k for k in ov if not k.startswith(("sci.", "lam."))]
+    if bad:
+        raise ValueError(f"overrides must be sci.* or lam.* settings, got {bad}")
+    base = method_base(method)
+    if base == "baseline":
         cfg.enabled = False
-    elif method == "sci":
+    elif base == "sci":
         cfg.lam.enabled = False
-    elif method in ("lam", "placebo"):
+    elif base in ("lam", "placebo"):
         cfg.sci.enabled = False
-    elif method != "both":
-        raise ValueError(f"unknown method {method!r}; known: {METHODS}")
     return cfg
 
 
 def _with_keyframes(s: Any, keyframes: Any) -> Any:
-    import dataclasses
-
     return dataclasses.replace(s, keyframes=list(keyframes))
 
 
@@ -97,57 +208,191 @@ def swapped_layout(layout: Any) -> Any:
     return Layout(prompt=layout.prompt, subjects=new, relations=[], planner="placebo-swapped", meta={})
 
 
+def model_fingerprint(pipe: Any) -> str:
+    """A short hash of the pipeline's weights (transformer + VAE + text encoder parameters' shapes and sums)."""
+    import torch
+
+    h = hashlib.sha256()
+    for name in ("transformer", "vae", "text_encoder"):
+        mod = getattr(pipe, name, None)
+        if mod is None:
+            continue
+        with torch.no_grad():
+            for pname, p in mod.named_parameters():
+                h.update(f"{name}.{pname}{tuple(p.shape)}{float(p.double().sum()):.9e}".encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class RecordCache:
+    """Finished video records on disk, keyed by (setting, item, seed); rewritten atomically every ``every_s``."""
+
+    path: Path | None
+    every_s: float = 10.0
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _last: float = 0.0
+    _dirty: bool = False
+
+    def __post_init__(self) -> None:
+        if self.path is not None:
+            self.path = Path(self.path)
+            if self.path.is_file():
+                self.records = json.loads(self.path.read_text(encoding="utf-8"))
+        self._last = time.monotonic()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.records.get(key)
+
+    def put(self, key: str, record: dict[str, Any]) -> None:
+        self.records[key] = record
+        self._dirty = True
+        if time.monotonic() - self._last >= self.every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        from vidlab.io import atomic_write_text
+
+        atomic_write_text(self.path, json.dumps(self.records, separators=(",", ":")))
+        self._dirty, self._last = False, time.monotonic()
+
+
+def setting_key(method: str, cfg: Any, sampling: SamplingConfig, model: str) -> str:
+    """What makes a record: the model, the method, its Comp-Attn config and the sampling."""
+    blob = json.dumps(
+        {"m": method_base(method), "c": dataclasses.asdict(cfg), "s": vars(sampling), "w": model},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def run_method(
     pipe: Any,
     method: str,
-    prompts: Sequence[str],
+    prompts: Sequence[str | EvalItem],
     seeds: Sequence[int],
     sampling: SamplingConfig | None = None,
-    sci_strength: float = 0.5,
-    step_fraction: float = 0.3,
+    sci_strength: float | None = None,
+    step_fraction: float | None = None,
     progress: bool = True,
     desc: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    cache: RecordCache | None = None,
+    fingerprint: str = "",
 ) -> list[dict[str, Any]]:
-    """Generate and score every (prompt, seed) with ``method``; one dict per video."""
+    """Generate and score every (item, seed) with ``method``; one dict per video (cached ones are not redone)."""
     import torch
     from tqdm.auto import tqdm
 
     from generation.comp_attn import apply_comp_attn
-    from generation.planners import plan_layout
 
     s = sampling or SamplingConfig()
-    comp = apply_comp_attn(pipe, comp_config(method, sci_strength, step_fraction))
-    out = []
+    cfg = comp_config(method, sci_strength, step_fraction, overrides)
+    skey = setting_key(method, cfg, s, fingerprint)
+    items = [p if isinstance(p, EvalItem) else EvalItem.of(p) for p in prompts]
+    out: list[dict[str, Any]] = []
+    todo: list[tuple[EvalItem, list[int]]] = []
+    for it in items:
+        missing = []
+        for sd in seeds:
+            hit = cache.get(f"{skey}|{it.key}|{int(sd)}") if cache is not None else None
+            if hit is not None:
+                out.append(hit)
+            else:
+                missing.append(int(sd))
+        if missing:
+            todo.append((it, missing))
+    if not todo:
+        return out
+    comp = apply_comp_attn(pipe, cfg)
+    bar = tqdm(total=sum(len(sds) for _, sds in todo), desc=desc or method, disable=not progress, leave=False)
     try:
-        jobs = [(p, sd) for p in prompts for sd in seeds]
-        for prompt, seed in tqdm(jobs, desc=desc or method, disable=not progress, leave=False):
-            planned = plan_layout(prompt, planner="rule")
-            given = swapped_layout(planned) if method == "placebo" else planned
+        for it, sds in todo:
+            given, real = item_layout(it, method)
             t0 = time.perf_counter()
+            # the seeds of one item in one call: video k is drawn from its own generator (seed sds[k])
             res = comp.generate(
-                prompt,
+                it.prompt,
                 layout=given,
                 height=s.height,
                 width=s.width,
                 num_frames=s.frames,
                 num_inference_steps=s.steps,
                 guidance_scale=s.guidance,
-                generator=torch.Generator("cpu").manual_seed(int(seed)),
+                generator=[torch.Generator("cpu").manual_seed(sd) for sd in sds],
+                num_videos_per_prompt=len(sds),
                 output_type="np",
             )
-            secs = time.perf_counter() - t0
-            frames = np.asarray(res.frames)
-            sc = score_video(prompt, frames, layout=given)
-            out.append({"prompt": prompt, "seed": int(seed), "seconds": secs, **sc.to_dict()})
+            secs = (time.perf_counter() - t0) / len(sds)
+            videos = np.asarray(res.output.frames)
+            for seed, frames in zip(sds, videos):
+                rec = score_record(it, frames, given, real)
+                rec.update(seed=seed, method=method, seconds=secs)
+                out.append(rec)
+                if cache is not None:
+                    cache.put(f"{skey}|{it.key}|{seed}", rec)
+            bar.update(len(sds))
     finally:
+        bar.close()
         comp.remove()
+        if cache is not None:
+            cache.flush()
     return out
 
 
-def per_prompt(records: list[dict[str, Any]], key: str) -> list[float]:
-    """Per-prompt mean of ``key`` over seeds (prompts where it is None are skipped)."""
+def score_record(item: EvalItem, frames: np.ndarray, given: Any, real: Any) -> dict[str, Any]:
+    """The detector's verdict on one video: ``VideoScore`` vs the given layout, IoU vs the true one, the position."""
+    from generation.toyworld.detect import detect_video
+
+    dets = detect_video(frames)
+    sc = score_video(item.prompt, frames, layout=given, detections=dets)
+    centre = subject_centre(item.prompt, detections=dets)
+    return {
+        "prompt": item.prompt,
+        "item": item.key,
+        "side": item.side,
+        **sc.to_dict(),
+        "iou_real": layout_iou(dets, real),
+        "cx": None if centre is None else centre[0],
+        "cy": None if centre is None else centre[1],
+        # towards the item's REAL box side (for the placebo too: it should go negative)
+        "toward": None if centre is None or item.side is None else toward_box(centre[0], item.side),
+    }
+
+
+def per_item(records: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """Per-item mean of ``key`` over seeds (items where it is None are skipped); items keyed by ``item``."""
     by: dict[str, list[float]] = {}
     for r in records:
         if r.get(key) is not None:
-            by.setdefault(r["prompt"], []).append(float(r[key]))
-    return [float(np.mean(v)) for v in by.values()]
+            by.setdefault(r.get("item", r["prompt"]), []).append(float(r[key]))
+    return {k: float(np.mean(v)) for k, v in by.items()}
+
+
+def per_prompt(records: list[dict[str, Any]], key: str) -> list[float]:
+    """Per-item mean of ``key`` over seeds, as a list (the values a bootstrap over prompts resamples)."""
+    return list(per_item(records, key).values())
+
+
+__all__ = [
+    "METHODS",
+    "SIDE_BOXES",
+    "EvalItem",
+    "RecordCache",
+    "SamplingConfig",
+    "comp_config",
+    "item_layout",
+    "load_toyworld_pipeline",
+    "method_base",
+    "model_fingerprint",
+    "multi_items",
+    "per_item",
+    "per_prompt",
+    "run_method",
+    "score_record",
+    "side_layout",
+    "single_items",
+    "swapped_layout",
+]

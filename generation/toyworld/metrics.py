@@ -12,7 +12,13 @@
 * ``iou``       -- mean over layout subjects and frames of the best detection's IoU with the layout box (0 when
   the subject is missing); None without a layout.
 
-``bootstrap_ci(values)`` gives a percentile bootstrap interval over prompts.
+``subject_centre(caption, frames)`` is where the caption's (first) subject landed: the mean centre, over the frames
+where it is seen, of the largest component of its colour (colour only, so a blurry shape still has a position;
+None when the colour is never seen). It is the position-control figure: measured on the rendered video, not on the
+attention the method biased. ``toward_box(cx, side)`` signs it: ``+`` towards the ``side`` ("left"/"right") half.
+
+``bootstrap_ci(values)`` gives a percentile bootstrap interval over prompts; ``paired_ci(a, b)`` the interval of the
+per-prompt difference ``b - a`` over the prompts both have.
 """
 
 from __future__ import annotations
@@ -142,6 +148,32 @@ def score_video(
     return VideoScore(presence, presence_c, relation, swapped, count, iou, p.kind)
 
 
+def subject_centre(
+    caption: str,
+    frames: np.ndarray | None = None,
+    detections: list[list[Detection]] | None = None,
+    detector: DetectorConfig | None = None,
+) -> tuple[float, float] | None:
+    """Mean (x, y) centre of the caption's first subject's colour over the frames where it is seen, or None."""
+    colour = parse_caption(caption).subjects[0][0]
+    dets = detections if detections is not None else detect_video(np.asarray(frames), detector)
+    cs = []
+    for fr in dets:
+        cands = [d for d in fr if d.colour == colour]
+        if cands:
+            cs.append(max(cands, key=lambda d: d.area).centre)
+    if not cs:
+        return None
+    return (float(np.mean([c[0] for c in cs])), float(np.mean([c[1] for c in cs])))
+
+
+def toward_box(cx: float, side: str) -> float:
+    """Signed offset of centre ``cx`` from the frame's middle towards ``side`` ("left" / "right"), in frame widths."""
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    return (cx - 0.5) if side == "right" else (0.5 - cx)
+
+
 def bootstrap_ci(
     values: Sequence[float], n_boot: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
@@ -155,12 +187,24 @@ def bootstrap_ci(
     return (float(v.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1 - a)))
 
 
+def paired_ci(
+    a: dict[str, float], b: dict[str, float], n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of the per-prompt difference ``b[p] - a[p]`` over the prompts in both (nan when none)."""
+    keys = [k for k in a if k in b and a[k] is not None and b[k] is not None]
+    m, lo, hi = bootstrap_ci([b[k] - a[k] for k in keys], n_boot, level, seed)
+    return (m, lo, hi, len(keys))
+
+
 __all__ = [
     "MetricConfig",
     "VideoScore",
     "bootstrap_ci",
     "layout_iou",
+    "paired_ci",
     "phrase_subject",
     "relation_holds",
     "score_video",
+    "subject_centre",
+    "toward_box",
 ]
