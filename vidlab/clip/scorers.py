@@ -14,6 +14,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .int8scan import kernels, quantize_rows, query_levels
+
+__all__ = ["ExactScorer", "FaissIVFScorer", "Scorer", "make_scorer", "quantize_rows", "recall_at_k"]
+
 
 class Scorer(Protocol):
     """Top-k inner-product search: ``search(queries [Q, D], k) -> (scores [Q, k'], rows [Q, k'])``."""
@@ -33,62 +37,6 @@ def _as_queries(queries: np.ndarray, dim: int) -> np.ndarray:
 
 
 MARGIN = 2e-3  # > worst-case |fp16 score - fp32 score| for unit vectors (2 x 2^-11)
-# Query quantization for the int8 scan: int16 with this many levels each side; 512 x 127 x 32767 < 2^31.
-QUERY_LEVELS = 32767
-_KERNEL = None
-
-
-def _int8_kernel():
-    """numba kernel ``scan(codes, qq, scale, l1, t, qsum, k, hi) -> kth_lo`` or None without numba.
-
-    One pass over the int8 codes: for each row the integer dot product with the int16 query, its score
-    bounds ``[lo, hi]`` (written to ``hi``), and a running k-th largest ``lo`` (a k-element min-heap)."""
-    global _KERNEL
-    if _KERNEL is None:
-        try:
-            import heapq
-
-            from numba import njit
-        except ImportError:
-            _KERNEL = False
-        else:
-
-            @njit(cache=True, boundscheck=False, nogil=True)
-            def scan(codes, qq, scale, l1, t, qsum, k, hi):  # pragma: no cover - compiled
-                n, d = codes.shape
-                heap = [-np.inf] * k
-                for r in range(n):
-                    acc = np.int32(0)
-                    for i in range(d):
-                        acc += np.int16(codes[r, i]) * qq[i]
-                    approx = acc * (scale[r] * t)
-                    # |q.x - approx| <= t/2 ||x||_1 + scale/2 * t * ||qq||_1, plus float slack
-                    err = 0.5 * t * l1[r] + 0.5 * scale[r] * t * qsum + 1e-6 + 1e-6 * abs(approx)
-                    lo = approx - err
-                    hi[r] = approx + err
-                    if lo > heap[0]:
-                        heapq.heapreplace(heap, lo)
-                return heap[0]
-
-            _KERNEL = scan
-    return _KERNEL or None
-
-
-def quantize_rows(emb: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-row symmetric int8 codes of ``emb``: ``(codes [N, D] int8, scale [N] f64, l1 [N] f64)`` with
-    ``|emb[r, i] - scale[r] * codes[r, i]| <= scale[r] / 2`` and ``l1[r] = sum_i |emb[r, i]|``."""
-    n, d = emb.shape
-    codes = np.empty((n, d), np.int8)
-    scale = np.empty(n, np.float64)
-    l1 = np.empty(n, np.float64)
-    for a in range(0, n, chunk):
-        x = emb[a : a + chunk].astype(np.float32)
-        m = np.abs(x).max(axis=1)
-        m[m == 0] = 1.0
-        codes[a : a + len(x)] = np.rint(x * (127.0 / m)[:, None])
-        scale[a : a + len(x)] = m.astype(np.float64) / 127.0
-        l1[a : a + len(x)] = np.abs(x).sum(axis=1, dtype=np.float64)
-    return codes, scale, l1
 
 
 class ExactScorer:
@@ -112,21 +60,33 @@ class ExactScorer:
             emb = emb.astype(np.float32)
         self.stored = emb
         self.size, self.dim = emb.shape
-        kernel = _int8_kernel() if backend in (None, "int8") else None
-        if backend == "int8" and kernel is None:
-            raise ImportError("the int8 scan needs numba: pip install 'vidlab[ann]'")
         if backend not in (None, "int8", "torch"):
             raise ValueError(f"backend must be 'int8' or 'torch', got {backend!r}")
-        self.backend = "int8" if kernel is not None and self.dim * 127 * QUERY_LEVELS < 2**31 else "torch"
+        kern = kernels() if backend in (None, "int8") else None
+        if backend == "int8" and kern is None:
+            raise ImportError("the int8 scan needs numba: pip install 'vidlab[ann]'")
+        self.backend = "int8" if kern is not None and query_levels(self.dim) >= 127 else "torch"
         self.last_candidates = 0
         if self.backend == "int8":
-            self._kernel = kernel
+            assert kern is not None
+            self._scan = kern["scan"]
+            self.levels = query_levels(self.dim)
             self.codes, self.scale, self.l1 = quantize_rows(emb)
-            self._hi = np.empty(self.size, np.float64)
+            # candidate buffers: untouched pages cost nothing; only the few candidates are written
+            self._cand_rows = np.empty(self.size, np.int64)
+            self._cand_hi = np.empty(self.size, np.float64)
         else:
             import torch
 
             self.matrix = torch.from_numpy(emb.copy() if not emb.flags.writeable else emb)
+
+    @property
+    def bytes_per_query(self) -> int:
+        """Bytes the first pass reads per query: the int8 codes and two float32 row constants (int8), or
+        the stored matrix (torch); the rescoring of the candidates reads ``last_candidates`` more rows."""
+        if self.backend == "int8":
+            return int(self.codes.nbytes + self.scale.nbytes + self.l1.nbytes)
+        return int(self.matrix.numel() * self.matrix.element_size())
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q32 = _as_queries(queries, self.dim)
@@ -148,11 +108,13 @@ class ExactScorer:
         qmax = float(np.abs(q).max())
         if qmax == 0.0:  # every score is 0: the first k rows
             return np.zeros(k, np.float32), np.arange(k, dtype=np.int64)
-        t = qmax / QUERY_LEVELS
+        t = qmax / self.levels
         qq = np.rint(q.astype(np.float64) / t).astype(np.int16)
         qsum = float(np.abs(qq.astype(np.int64)).sum())
-        kth_lo = self._kernel(self.codes, qq, self.scale, self.l1, t, qsum, k, self._hi)
-        cand = np.flatnonzero(self._hi >= kth_lo)
+        kth_lo, nc = self._scan(
+            self.codes, qq, self.scale, self.l1, t, qsum, k, self._cand_rows, self._cand_hi
+        )
+        cand = self._cand_rows[:nc][self._cand_hi[:nc] >= kth_lo]
         self.last_candidates = int(cand.size)
         return self._exact_topk(cand, q, k)
 
