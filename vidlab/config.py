@@ -489,14 +489,15 @@ def _plain(obj: Any) -> Any:
 # --- the one command-line grammar: ``--preset NAME|PATH`` plus positional ``key=value`` overrides ---
 
 
-def add_config_args(parser: Any, positional: bool = True) -> None:
+def add_config_args(parser: Any, positional: bool = True, example: str | None = None) -> None:
     """Give an argparse parser the shared config grammar.
 
     ``--preset NAME|PATH`` picks a YAML preset; trailing ``key=value`` words are overrides
     (``--set key=value`` is an alias that may be repeated). Read them back with
     :func:`config_from_args`. A command whose own positional argument takes many words (``vidlab index
     INPUTS...``) passes ``positional=False``, moves the ``key=value`` words of its positional into
-    ``args.overrides`` itself, and gets only the two options here.
+    ``args.overrides`` itself, and gets only the two options here. ``example``: override words valid for
+    this command's config, shown in its help (tests/test_docs_examples.py resolves every one).
     """
     parser.add_argument(
         "--preset", metavar="NAME|PATH", help="YAML preset: a name in configs/ or a path to a .yaml file"
@@ -516,7 +517,7 @@ def add_config_args(parser: Any, positional: bool = True) -> None:
         nargs="*",
         default=[],
         metavar="key=value",
-        help="config overrides, e.g. steps=8 lam.enabled=false (dotted keys reach nested settings)",
+        help=f"config overrides{f', e.g. {example}' if example else ''} (dotted keys reach nested settings)",
     )
 
 
