@@ -42,24 +42,50 @@ class QAService:
     """The policy (loaded once), the synthetic examples, validation, and the streamed episode."""
 
     def __init__(self, config: DemoQAConfig, work: WorkArea):
-        from understanding.evaluate import AGENT, QAWorker
+        from understanding.config import QASettings
+        from understanding.env import EpisodeConfig
+        from understanding.evaluate import QAWorker
 
         self.config = config
         self.work = work
-        self.worker = QAWorker(
-            config.policy,
-            AGENT,
-            {"max_calls": int(config.max_calls), "frame_resize": config.frame_resize},
+        settings = QASettings(
+            policy=config.policy,
+            episode=EpisodeConfig(max_calls=int(config.max_calls), frame_resize=config.frame_resize),
             clip_model=resolve_clip_model(config.policy, config.clip_model),
             clip_sampling=config.clip_sampling,
             cache_dir=str(work.root / "frame_index"),
         )
+        self.worker = QAWorker(settings)
         self._lock = threading.Lock()
         self._examples: dict[str, dict[str, Any]] | None = None
 
     @property
     def policy_name(self) -> str:
         return str(self.worker.policy_name)
+
+    def model_note(self) -> str:
+        """What the page says about the policy and its CLIP: random weights and scripted policies said plainly."""
+        from vidlab.clip.models import TINY_MODEL
+
+        policy = self.config.policy
+        scheme = policy.partition(":")[0]
+        text = f"Policy: `{self.policy_name}`"
+        if scheme == "hf-tiny":
+            text += (
+                "\n\n**Random weights**: this tiny Qwen-VL was never trained; its answers are noise. It shows "
+                "the episode machinery, not VideoBrain."
+            )
+        elif scheme in ("pixel", "const", "replay"):
+            text += (
+                f"\n\nA scripted policy (`{scheme}`), not a model: it shows the episode machinery, "
+                "not a trained VideoBrain."
+            )
+        clip = resolve_clip_model(policy, self.config.clip_model)
+        if clip == TINY_MODEL:
+            text += (
+                "\n\n**Random weights** in the CLIP model (`vidlab-tiny`): clip_sample retrieves at random."
+            )
+        return text
 
     # ---- synthetic examples --------------------------------------------------------------------------
     def examples(self) -> dict[str, dict[str, Any]]:
@@ -128,19 +154,36 @@ class QAService:
         return reader, question, options
 
     # ---- the episode, streamed -----------------------------------------------------------------------
-    def run(self, video: str, question: str, options_text: str) -> Iterator[dict[str, Any]]:
-        """Yield the trajectory's state after the opening view and after every assistant turn."""
+    def run(
+        self, video: str, question: str, options_text: str, truth: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the trajectory's state after the opening view and after every assistant turn; with a known
+        ``truth`` (the example's answer letter) the final answer carries a check or a cross and the right option."""
         from understanding.env import Episode, iter_episode
 
         reader, question, options = self.check(video, question, options_text)
         episode = Episode(reader, question, options, self.worker.episode, self.worker.agents(reader, video))
+        frames_dir = self.work.new_dir(
+            "qa"
+        )  # this request's frame files, each written once (see render_state)
         for _ in iter_episode(self.worker.policy, episode):
-            yield render_state(episode)
+            yield render_state(episode, frames_dir)
         traj = episode.trajectory()
-        state = render_state(episode)
+        state = render_state(episode, frames_dir)
+        state["answer"] = judged_answer(traj.predicted, traj.answer, options, truth)
         state["final"] = {
-            "answer": traj.answer,
+            "reply": traj.answer,
             "predicted": traj.predicted,
+            "predicted_option": option_of(traj.predicted, options),
+            **(
+                {
+                    "truth": truth,
+                    "truth_option": option_of(truth, options),
+                    "correct": traj.predicted == truth,
+                }
+                if truth and options
+                else {}
+            ),
             "valid": traj.valid,
             "invalid_reason": traj.invalid_reason,
             "end_reason": traj.end_reason,
@@ -152,8 +195,60 @@ class QAService:
         yield state
 
 
-def render_state(episode: Any) -> dict[str, Any]:
-    """The episode so far as markdown turns, a frame gallery (image, caption) and tallies."""
+def option_of(letter: str | None, options: list[str] | None) -> str | None:
+    """The option text a letter names (None when it names none)."""
+    k = ord(letter) - 65 if letter and len(letter) == 1 else -1
+    return options[k] if options and 0 <= k < len(options) else None
+
+
+def judged_answer(
+    predicted: str | None, reply: str | None, options: list[str] | None, truth: str | None
+) -> str:
+    """The answer as shown: "C. blue", and with a known truth "C. blue ✗ (right answer: A. magenta)" or
+    "A. magenta ✓"."""
+    text = option_of(predicted, options)
+    shown = f"{predicted}. {text}" if text is not None else (reply or "").strip() or "(no answer)"
+    if not truth or not options:
+        return shown
+    if predicted == truth:
+        return f"{shown} ✓"
+    return f"{shown} ✗ (right answer: {truth}. {option_of(truth, options)})"
+
+
+def example_truth(row: dict[str, Any] | None, uploaded: Any, question: str, options_text: str) -> str | None:
+    """The picked example's answer letter, while its video, question and options are the ones being asked."""
+    if row is None or uploaded or not row.get("answer") or not row.get("options"):
+        return None
+    opts = [o.strip() for o in (options_text or "").splitlines() if o.strip()]
+    if (question or "").strip() != row["question"] or opts != list(row["options"]):
+        return None
+    return str(row["answer"])
+
+
+def frame_file(frames_dir: Path, index: int, image: Any) -> str:
+    """The frame as a PNG in ``frames_dir``, written once (atomically) and never rewritten.
+
+    Why not hand Gradio the arrays: it encodes an array gallery item on every update and rewrites the same
+    content-hashed cache file in place (``processing_utils.save_pil_to_cache``: ``write_bytes``, no exists
+    check), so while a trajectory streams, a frame the browser is still fetching from an earlier update is
+    truncated under it: "Too little data for declared Content-Length" / ERR_CONTENT_LENGTH_MISMATCH. A path
+    goes through Gradio's file cache instead, which copies once under a temporary name and renames."""
+    import numpy as np
+    from PIL import Image
+
+    from vidlab.io import atomic_open
+
+    arr = np.asarray(image)
+    path = frames_dir / f"frame_{int(index):07d}_{arr.shape[1]}x{arr.shape[0]}.png"
+    if not path.exists():
+        with atomic_open(path, "wb") as fh:
+            Image.fromarray(arr.astype(np.uint8, copy=False)).save(fh, format="PNG")
+    return str(path)
+
+
+def render_state(episode: Any, frames_dir: Path | None = None) -> dict[str, Any]:
+    """The episode so far as markdown turns, a frame gallery (image, caption) and tallies; with ``frames_dir``
+    the gallery holds file paths (see :func:`frame_file`), else the arrays."""
     from understanding import protocol as P
 
     lines, gallery = [], []
@@ -179,7 +274,8 @@ def render_state(episode: Any) -> dict[str, Any]:
             )
             lines.append(f"*{where}: {len(frames)} frames ({', '.join(str(f.index) for f in frames)})*")
             for f in frames:
-                gallery.append((f.image, f"{where}: frame {f.index} at {f.timestamp:.2f} s"))
+                image = f.image if frames_dir is None else frame_file(frames_dir, f.index, f.image)
+                gallery.append((image, f"{where}: frame {f.index} at {f.timestamp:.2f} s"))
     calls = len(episode.call_records)
     tallies = f"frames used: **{len(episode.shown)}** of {episode.total_frames} · tool calls: **{calls}**"
     if episode.done:
@@ -212,7 +308,7 @@ def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
             options = gr.Textbox(
                 label="Options, one per line (leave empty for open-ended)", lines=4, elem_id="qa-options"
             )
-            gr.Markdown(f"Policy: `{service.policy_name}`")
+            gr.Markdown(service.model_note(), elem_id="qa-model")
             run_btn = gr.Button("Ask", variant="primary", elem_id="qa-run")
         with gr.Column(scale=3):
             tallies = gr.Markdown(elem_id="qa-tallies")
@@ -232,8 +328,9 @@ def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
 
     def on_run(video, picked, q, opts):
         path = video if video else (examples[picked]["video"] if picked in examples else None)
+        truth = example_truth(examples.get(picked or ""), video, q, opts)
         try:
-            for state in service.run(path, q, opts):
+            for state in service.run(path, q, opts, truth):
                 yield (
                     state["tallies"],
                     state["answer"],

@@ -23,41 +23,19 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from understanding import checks as C
 from understanding import protocol as P
 from understanding.agents import ClipAgent, UniformAgent, linspace_frames
+from understanding.config import ClassifyConfig
 from understanding.judge import Judge, load_judge
 from understanding.messages import Policy
 from understanding.reward import ground_truth_letter
 from vidlab.errors import UserError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ClassifyConfig:
-    """How the two views are built and sampled, and the labelling thresholds."""
-
-    k: int = field(default=4, metadata=C.rng(1, 256))  # samples per view
-    temperature: float = field(default=1.0, metadata=C.rng(0.0, 10.0))
-    max_new_tokens: int = field(default=512, metadata=C.rng(1))
-    seed: int = field(default=0, metadata=C.rng(0))
-    num_initial_frames: int = field(default=16, metadata=C.rng(1, 1024))
-    rich_uniform_frames: int = field(
-        default=32, metadata=C.rng(1, 1024)
-    )  # the richer view: uniform frames ...
-    # ... plus the top CLIP frames for the question (0 disables; needs a CLIP model)
-    rich_clip_frames: int = field(default=8, metadata=C.rng(0, 1024))
-    direct_min: float = field(default=0.75, metadata=C.rng(0.0, 1.0))
-    active_gain: float = field(default=0.5, metadata=C.rng(0.0, 1.0))
-    drop_filtered: bool = False  # keep filtered rows (labelled "filtered") unless asked to drop them
-
-    def __post_init__(self) -> None:
-        C.validate(self, "classify.")
 
 
 class ClassifyError(UserError, ValueError):
@@ -315,7 +293,7 @@ def classify_rows(
     undecodable file, no options for a multiple-choice question) are recorded with their reason and appended
     to ``errors`` when given; the run goes on.
     """
-    from vidlab.distributed import run_job
+    from vidlab.distributed import RunConfig, run_job
     from vidlab.io import atomic_write_text
 
     cfg = config or ClassifyConfig()
@@ -339,11 +317,11 @@ def classify_rows(
     }
     if out_path is None:
         return _classify_in_memory(items, worker_kwargs, cfg, progress, errors)
-    from understanding.evaluate import video_fingerprint
+    from vidlab.identity import fingerprint_or_none
 
     for it in items:
         try:
-            it["video_sha256"] = video_fingerprint(_video_path(it["row"], video_root))
+            it["video_sha256"] = fingerprint_or_none(_video_path(it["row"], video_root))
         except ClassifyError:
             it["video_sha256"] = None
     out = Path(out_path)
@@ -355,23 +333,18 @@ def classify_rows(
         items,
         ClassifyWorker,
         job_dir,
-        max_retries=0,
+        run=RunConfig(retries=0),
         worker_kwargs=worker_kwargs,
         desc="classify",
         progress=progress,
         identity=ident,
     )
-    from vidlab.distributed import read_records
+    from vidlab.distributed import error_text, read_job
 
-    records = read_records(job_dir)
-    results, failed = [], []
-    for it in items:
-        rec = records.get(it["id"], {})
-        if rec.get("status") == "ok":
-            results.append(rec["result"])
-        else:
-            err = rec.get("error") or {}
-            failed.append({"id": it["id"], "error": f"{err.get('type', 'Error')}: {err.get('message', '')}"})
+    ids = [it["id"] for it in items]
+    job = read_job(job_dir, ids=ids)
+    results = list(job.ok.values())
+    failed = [{"id": rid, "error": error_text(job.failed.get(rid, {}))} for rid in ids if rid not in job.ok]
     for record in failed:
         log.warning("classify: %s: %s", record["id"], record["error"])
     if errors is not None:

@@ -1,7 +1,7 @@
 """``vidlab qa``, ``vidlab eval-qa`` and ``vidlab classify``: VideoBrain's command-line entry points.
 
 One grammar for all three (``vidlab.config``): settings resolve as ``EvalConfig`` defaults <- ``--preset
-NAME|PATH`` (YAML, e.g. ``configs/videobrain-qwen-vl.yaml``) <- ``key=value`` overrides (trailing words, or
+NAME|PATH`` (YAML, e.g. ``configs/qa/videobrain-qwen-vl.yaml``) <- ``key=value`` overrides (trailing words, or
 ``--set key=value``) <- explicit flags; every value is type- and range-checked at once. ``--config`` still works
 as a deprecated alias of ``--preset``. Every user mistake (unknown policy spec, missing data file, bad option,
 locked or foreign output folder, a config value of the wrong type) is one line on stderr and exit status 2,
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from understanding.evaluate import EvalConfig
+from understanding.config import EvalConfig
 from vidlab.errors import UserError
 
 EXIT_BAD_INPUT = 2
@@ -153,8 +153,51 @@ def _qa_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, help="sampling seed (= episode.seed)")
     p.add_argument("--json", metavar="PATH", help="also write the trajectory as JSON here")
+    p.add_argument(
+        "--truth",
+        metavar="ANSWER",
+        help="the right answer when you know it (an option letter or the option's text): shown beside the reply",
+    )
     _config_args(p)
     return p
+
+
+def truth_letter(truth: str | None, options: list[str] | None) -> str | None:
+    """``--truth`` as an option letter (a letter, or an option's text, case-insensitive); a mismatch is a
+    ``UsageError`` naming the options."""
+    from understanding import protocol as P
+
+    if truth is None:
+        return None
+    if not options:
+        raise UsageError("--truth needs --options (it names one of them)")
+    letters = P.option_letters(len(options))
+    t = truth.strip()
+    if t.upper() in letters and len(t) == 1:
+        return t.upper()
+    for ch, o in zip(letters, options):
+        if o.strip().lower() == t.lower():
+            return ch
+    raise UsageError(f"--truth {truth!r} is neither an option letter ({', '.join(letters)}) nor one of {options}")
+
+
+def qa_record(traj: Any, truth: str | None = None) -> dict[str, Any]:
+    """The trajectory as JSON for ``--json``: the policy's raw reply is ``reply`` (never ``answer``), its parsed
+    choice ``predicted`` with ``predicted_option``; with a known truth, ``truth``/``truth_option``/``correct``."""
+    d = traj.to_dict()
+    d["reply"] = d.pop("answer", None)
+    opts = list(traj.options or [])
+
+    def text(letter: Any) -> str | None:
+        k = ord(letter) - 65 if isinstance(letter, str) and len(letter) == 1 else -1
+        return opts[k] if 0 <= k < len(opts) else None
+
+    d["predicted_option"] = text(traj.predicted)
+    if truth is not None:
+        d["truth"] = truth
+        d["truth_option"] = text(truth)
+        d["correct"] = bool(traj.valid and traj.predicted == truth)
+    return d
 
 
 def _frames_line(frames: list[Any]) -> str:
@@ -204,7 +247,7 @@ def qa_main(argv: list[str] | None = None) -> int:
 
 
 def _qa(argv: list[str]) -> int:
-    from understanding.evaluate import check_strategy
+    from understanding.config import check_strategy
     from understanding.policies import check_policy_spec
     from vidlab.io import atomic_write_text
 
@@ -224,6 +267,7 @@ def _qa(argv: list[str]) -> int:
     check_policy_spec(cfg.policy)
     check_strategy(cfg.strategy, cfg.clip_model)
     _require_file(args.video, "the video to ask about", "--video")
+    truth = truth_letter(args.truth, args.options)
     traj = run_qa(cfg, args.video, args.question, args.options)
     print(f"video: {args.video} ({traj.total_frames} frames at {traj.fps:g} fps)")
     print(f"question: {args.question}")
@@ -236,8 +280,15 @@ def _qa(argv: list[str]) -> int:
         )
     print(f"policy: {cfg.policy}   strategy: {cfg.strategy}")
     print_trajectory(traj)
+    rec = qa_record(traj, truth)
+    if truth is not None:
+        mark = "right" if rec["correct"] else "WRONG"
+        print(
+            f"truth: {truth} ({rec['truth_option']}); the policy chose {traj.predicted} "
+            f"({rec['predicted_option']}): {mark}"
+        )
     if args.json:
-        atomic_write_text(args.json, json.dumps(traj.to_dict(), indent=2, default=str))
+        atomic_write_text(args.json, json.dumps(rec, indent=2, default=str))
         print(f"trajectory written to {args.json}")
     return 0
 
@@ -248,17 +299,7 @@ def run_qa(cfg: EvalConfig, video: str, question: str, options: list[str] | None
     from understanding.evaluate import QAWorker
 
     QAItem("cli", video, question, options, "A" if options else "", "mc" if options else "oe")  # validates
-    worker = QAWorker(
-        cfg.policy,
-        cfg.strategy,
-        cfg.episode,
-        clip_model=cfg.clip_model,
-        clip_sampling=cfg.clip_sampling,
-        clip_parity=cfg.clip_parity,
-        cache_dir=cfg.cache_dir,
-        policy_kwargs=cfg.policy_kwargs,
-    )
-    return worker.trajectory(video, question, options)
+    return QAWorker(cfg.qa_settings()).trajectory(video, question, options)
 
 
 # -------------------------------------------------------------------------------------------------- eval-qa
@@ -267,7 +308,7 @@ examples:
   # Video-MME long split, a local Qwen3-VL, agent vs uniform baselines, on 2 Ray GPU workers
   vidlab eval-qa --benchmark videomme --data ~/data/Video-MME --split long --policy hf:Qwen/Qwen3-VL-8B-Instruct \\
       --strategies agent uniform:16 uniform:32 uniform:56 --clip-model ViT-B-16:openai \\
-      --backend ray --num-workers 2 num_gpus_per_worker=1 --out runs/videomme-long
+      --backend ray --num-workers 2 run.gpus_per_worker=1 --out runs/videomme-long
   # any lmms-eval-style JSONL, quick look at 20 questions through a vLLM server
   vidlab eval-qa --benchmark jsonl --data questions.jsonl --policy openai:http://127.0.0.1:8000/v1@my-vlm --limit 20 --out runs/q
   # the authors' evaluation settings for their checkpoints: 640x360 frames, the last tool call of a bad turn runs
@@ -326,7 +367,7 @@ def _eval_parser() -> argparse.ArgumentParser:
 
 
 def _print_summaries(summaries: dict[str, dict[str, Any]]) -> None:
-    from understanding.evaluate import summary_table
+    from understanding.report import summary_table
 
     print(summary_table(summaries))
 
@@ -337,7 +378,8 @@ def eval_qa_main(argv: list[str] | None = None) -> int:
 
 
 def _eval_qa(argv: list[str]) -> int:
-    from understanding.evaluate import compare_runs, run_eval
+    from understanding.evaluate import run_eval
+    from understanding.report import compare_runs
 
     args = _parse(_eval_parser(), argv, greedy=("strategies", "compare"))
     if args.compare:
@@ -356,8 +398,8 @@ def _eval_qa(argv: list[str]) -> int:
             "policy": args.policy,
             "strategies": list(args.strategies) if args.strategies else None,
             "out": args.out,
-            "backend": args.backend,
-            "num_workers": args.num_workers,
+            "run.backend": args.backend,
+            "run.workers": args.num_workers,
             "limit": args.limit,
             "clip_model": args.clip_model,
             "judge": args.judge,

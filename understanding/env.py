@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from understanding import checks as C
 from understanding import protocol as P
 from understanding.agents import (
     MAX_SIZE,
@@ -26,6 +25,7 @@ from understanding.agents import (
     open_reader,
 )
 from understanding.messages import Frame, Message, Policy
+from vidlab.config import in_range, validate
 
 BAD_TURN = ("end", "last_tool_call")
 
@@ -44,13 +44,17 @@ class EpisodeConfig:
     use ``last_tool_call`` to reproduce the authors' evaluation of their checkpoints.
     """
 
-    num_initial_frames: int = field(default=NUM_INITIAL, metadata=C.rng(1, 1024))
-    max_calls: int = field(default=5, metadata=C.rng(0, 100))  # after the last allowed call: "no more calls"
-    max_turns: int = field(default=6, metadata=C.rng(1, 101))  # assistant turns (5 calls + the answer)
-    uniform_frames: int = field(default=NUM_UNIFORM, metadata=C.rng(1, 1024))
-    clip_frames: int = field(default=NUM_CLIP, metadata=C.rng(1, 1024))
-    min_uniform_range: int = field(default=8, metadata=C.rng(1))  # a shorter uniform range ends the episode
-    max_size: tuple[int, int] = field(default=MAX_SIZE, metadata=C.rng(1, 8192))
+    num_initial_frames: int = field(default=NUM_INITIAL, metadata=in_range(1, 1024))
+    max_calls: int = field(
+        default=5, metadata=in_range(0, 100)
+    )  # after the last allowed call: "no more calls"
+    max_turns: int = field(default=6, metadata=in_range(1, 101))  # assistant turns (5 calls + the answer)
+    uniform_frames: int = field(default=NUM_UNIFORM, metadata=in_range(1, 1024))
+    clip_frames: int = field(default=NUM_CLIP, metadata=in_range(1, 1024))
+    min_uniform_range: int = field(
+        default=8, metadata=in_range(1)
+    )  # a shorter uniform range ends the episode
+    max_size: tuple[int, int] = field(default=MAX_SIZE, metadata=in_range(1, 8192))
     frame_resize: Literal["reference", "fit"] = "reference"  # exactly max_size | keep aspect, only shrink
     on_bad_turn: Literal["end", "last_tool_call"] = "end"
     tools: tuple[Literal["uniform_sample", "clip_sample"], ...] = (
@@ -58,12 +62,12 @@ class EpisodeConfig:
         P.CLIP,
     )  # offered if an agent exists
     end_on_duplicate: bool = True  # a duplicate call fails the reward's format check anyway
-    temperature: float = field(default=0.0, metadata=C.rng(0.0, 10.0))
-    max_new_tokens: int = field(default=1024, metadata=C.rng(1))
-    seed: int | None = field(default=None, metadata=C.rng(0))
+    temperature: float = field(default=0.0, metadata=in_range(0.0, 10.0))
+    max_new_tokens: int = field(default=1024, metadata=in_range(1))
+    seed: int | None = field(default=None, metadata=in_range(0))
 
     def __post_init__(self) -> None:
-        C.validate(self, "episode.")
+        validate(self, "episode.")
 
 
 @dataclass

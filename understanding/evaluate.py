@@ -3,8 +3,13 @@
 Each *strategy* is evaluated into its own folder ``OUT/<label>/`` (``results.jsonl`` holds one record per
 question, a rerun skips questions already done): ``agent`` runs the VideoBrain episode (initial view + tool
 calls); ``uniform:K`` and ``clip:K`` are the scripted baselines. Then ``OUT/summary.json``, ``OUT/summary.md``
-and ``OUT/accuracy_vs_frames.png`` compare the strategies: accuracy overall, by category and by duration
-group, the mean number of distinct frames shown and tool calls per question.
+and ``OUT/accuracy_vs_frames.png`` compare the strategies (:mod:`understanding.report`): accuracy overall, by
+category and by duration group, the mean number of distinct frames shown and tool calls per question.
+
+The settings travel as objects: :class:`~understanding.config.QASettings` (how a question is answered) from
+the config to :class:`QAWorker`, :class:`~vidlab.distributed.RunConfig` (where the job runs) to ``run_job``::
+
+    summary = evaluate_items(items, cfg.qa_settings("uniform:8"), "out/uniform-8", run=cfg.run)
 
 Scoring: multiple choice is correct when the extracted option letter equals the answer; a reply with no
 valid option letter is wrong and its reason is kept. Open-ended answers are scored by a judge in [0, 1].
@@ -17,74 +22,47 @@ import dataclasses
 import json
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from understanding import checks as C
 from understanding.benchmarks import LoadResult, QAItem, duration_bucket, load_benchmark
-from understanding.classify import ClassifyConfig
-from understanding.env import EpisodeConfig, Trajectory
-from vidlab.config import ConfigError
-from vidlab.errors import UserError
+from understanding.config import (
+    AGENT,
+    EvalConfig,
+    QASettings,
+    StrategyError,
+    check_strategy,
+    strategy_label,
+)
+from understanding.env import Trajectory
+from understanding.report import SUMMARY_JSON, summarize, write_report
+from vidlab.distributed import RunConfig
+from vidlab.identity import fingerprint_file, fingerprint_or_none
 
 log = logging.getLogger(__name__)
 
-AGENT = "agent"
-SUMMARY_JSON = "summary.json"
-SUMMARY_MD = "summary.md"
-PLOT = "accuracy_vs_frames.png"
-
-
-@dataclass
-class EvalConfig:
-    """Settings of ``vidlab eval-qa`` (and of ``qa`` / ``classify``: one preset serves all three commands).
-
-    Written next to the results as ``config.yaml``. ``strategy`` is ``vidlab qa``'s single strategy;
-    ``video_root`` and ``classify`` are ``vidlab classify``'s.
-    """
-
-    benchmark: str = "jsonl"
-    data: str = ""
-    split: str | None = None
-    video_dir: str | None = None
-    limit: int | None = field(default=None, metadata=C.rng(1))
-    policy: str = "const:A"
-    policy_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. max_pixels, dtype, api_key, timeout
-    strategies: tuple[str, ...] = (AGENT,)
-    strategy: str = AGENT
-    out: str = "outputs/eval-qa"
-    backend: Literal["local", "ray"] = "local"
-    num_workers: int = field(default=1, metadata=C.rng(1, 4096))
-    num_cpus_per_worker: float = field(default=1.0, metadata=C.rng(0.0))
-    num_gpus_per_worker: float = field(default=0.0, metadata=C.rng(0.0))
-    max_retries: int = field(default=1, metadata=C.rng(0, 100))
-    judge: str = "rule"  # open-ended scoring: rule | rule:exact | openai:URL@MODEL
-    clip_model: str | None = None  # e.g. ViT-B-16:openai; None = no clip_sample tool and no clip:K baseline
-    clip_sampling: str = "fps=1"
-    clip_parity: bool = True
-    cache_dir: str | None = None
-    video_root: str | None = None
-    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
-    classify: ClassifyConfig = field(default_factory=ClassifyConfig)
-
-    def __post_init__(self) -> None:
-        C.validate(self)
-        if not self.strategies:
-            raise ConfigError("strategies: expected at least one of agent, uniform:K, clip:K, got []")
+__all__ = [
+    "AGENT",
+    "EvalConfig",
+    "QASettings",
+    "QAWorker",
+    "StrategyError",
+    "check_strategy",
+    "eval_identity",
+    "evaluate_items",
+    "job_items",
+    "load_results",
+    "run_eval",
+    "strategy_label",
+]
 
 
 # Settings that change how fast a job runs or where it writes, never what it answers: left out of a job's
 # identity, so a rerun with more workers, another backend or a larger --limit resumes the same job.
 RUNTIME_KEYS = (
     "out",
-    "backend",
-    "num_workers",
-    "num_cpus_per_worker",
-    "num_gpus_per_worker",
-    "max_retries",
+    "run",
     "limit",
     "strategies",
     "strategy",
@@ -107,8 +85,6 @@ def _answer_settings(cfg: EvalConfig, drop: Sequence[str] = RUNTIME_KEYS) -> dic
 
 def policy_inputs(policy: str) -> dict[str, Any]:
     """Fingerprints of files a policy spec reads (``replay:FILE``); other policies read none we can hash."""
-    from vidlab.distributed import fingerprint_file
-
     scheme, _, rest = str(policy).partition(":")
     if scheme == "replay" and rest:
         return {"policy_file": fingerprint_file(rest)}
@@ -118,8 +94,6 @@ def policy_inputs(policy: str) -> dict[str, Any]:
 def data_fingerprint(data: str | Path) -> Any:
     """Content fingerprint of a benchmark copy: the annotation file, or every annotation file in a folder
     (``*.json``, ``*.jsonl``, ``*.parquet``, sorted by relative path). Videos are fingerprinted per question."""
-    from vidlab.distributed import fingerprint_file
-
     p = Path(data)
     if p.is_file():
         return fingerprint_file(p)
@@ -147,77 +121,35 @@ def strategy_identity(common: dict[str, Any], strategy: str) -> dict[str, Any]:
     return {**common, "strategy": strategy_label(strategy)}
 
 
-def video_fingerprint(path: str) -> str | None:
-    """A video's content fingerprint, or None when it cannot be read (the worker then records why)."""
-    from vidlab.clip.identity import file_fingerprint
-
-    try:
-        return file_fingerprint(path)
-    except Exception:  # noqa: BLE001 - a missing/unreadable video becomes that question's error record
-        return None
-
-
-class StrategyError(UserError, ValueError):
-    """A strategy spec that is not agent, uniform:K or clip:K, or one the config cannot run."""
-
-
-def strategy_label(strategy: str) -> str:
-    """Folder/legend name of a strategy: ``agent``, ``uniform-32``, ``clip-8``."""
-    if strategy == AGENT:
-        return AGENT
-    from understanding.policies.baselines import BaselineSpec
-
-    return BaselineSpec.parse(strategy).label
-
-
-def check_strategy(strategy: str, clip_model: str | None) -> str:
-    """Validate a strategy (``agent``, ``uniform:K``, ``clip:K``) against the config; returns its label."""
-    try:
-        label = strategy_label(strategy)
-    except ValueError as e:
-        raise StrategyError(str(e)) from e
-    if label.startswith("clip-") and not clip_model:
-        raise StrategyError(f"strategy {strategy!r} needs clip_model (e.g. --clip-model ViT-B-16:openai)")
-    return label
-
-
 # ------------------------------------------------------------------------------------------------ worker
 class QAWorker:
-    """Answers benchmark questions with one policy and one strategy; stateful (model loaded once per worker)."""
+    """Answers benchmark questions with one policy and one strategy; stateful (model loaded once per worker).
 
-    def __init__(
-        self,
-        policy: Any,
-        strategy: str = AGENT,
-        episode: dict[str, Any] | EpisodeConfig | None = None,
-        clip_model: str | None = None,
-        clip_sampling: str = "fps=1",
-        clip_parity: bool = True,
-        cache_dir: str | None = None,
-        judge: str = "rule",
-        policy_kwargs: dict[str, Any] | None = None,
-    ):
+    ``settings`` say how (:class:`~understanding.config.QASettings`); ``policy`` is a ready policy object that
+    takes the place of ``settings.policy`` (in-process runs, tests)."""
+
+    def __init__(self, settings: QASettings, policy: Any = None):
         from understanding.policies import load_policy
 
-        check_strategy(strategy, clip_model)  # before loading a model: fail fast on a typo
-        self.strategy = strategy
-        if strategy != AGENT:
+        check_strategy(settings.strategy, settings.clip_model)  # before loading a model: fail fast on a typo
+        self.settings = settings
+        self.strategy = settings.strategy
+        if self.strategy != AGENT:
             from understanding.policies.baselines import BaselineSpec
 
-            self.baseline: Any = BaselineSpec.parse(strategy)
+            self.baseline: Any = BaselineSpec.parse(self.strategy)
         else:
             self.baseline = None
-        self.policy = load_policy(policy, **(policy_kwargs or {})) if isinstance(policy, str) else policy
+        self.policy = (
+            policy
+            if policy is not None and not isinstance(policy, str)
+            else load_policy(policy or settings.policy, **(settings.policy_kwargs or {}))
+        )
         self.policy_name = getattr(self.policy, "name", type(self.policy).__name__)
-        if isinstance(episode, EpisodeConfig):
-            self.episode = episode
-        else:
-            from vidlab.config import from_dict
-
-            self.episode = from_dict(EpisodeConfig, dict(episode or {}))
-        self.clip_spec, self.clip_sampling, self.clip_parity = clip_model, clip_sampling, clip_parity
-        self.cache_dir = cache_dir
-        self.judge_spec = judge
+        self.episode = settings.episode
+        self.clip_spec, self.clip_sampling = settings.clip_model, settings.clip_sampling
+        self.clip_parity, self.cache_dir = settings.clip_parity, settings.cache_dir
+        self.judge_spec = settings.judge
         self._clip: Any = None
         self._judge: Any = None
 
@@ -364,7 +296,7 @@ def job_items(items: Sequence[QAItem], fingerprint_videos: bool = True) -> list[
         job = {"id": d["id"], "item": d}
         if fingerprint_videos:
             if it.video_path not in prints:
-                prints[it.video_path] = video_fingerprint(it.video_path)
+                prints[it.video_path] = fingerprint_or_none(it.video_path)
             job["video_sha256"] = prints[it.video_path]
         out.append(job)
     return out
@@ -379,27 +311,25 @@ def _record_check() -> Any:
     )
 
 
-def load_results(out_dir: str | Path) -> list[dict[str, Any]]:
-    """Per-question records of one strategy folder (latest per id); failed questions come back scored 0.
+def load_results(out_dir: str | Path, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Per-question records of one strategy folder (latest per id; only ``ids`` when given); failed
+    questions come back scored 0.
 
     A question whose worker raised (an undecodable or missing video, a policy endpoint that kept failing)
     has ``status == "error"``, ``error`` = ``"Type: message"`` and its category / duration from the item,
     so it still counts in the denominators; a rerun retries it.
     """
-    from vidlab.distributed.records import read_records
+    from vidlab.distributed import error_text, read_job
 
-    recs = []
-    for rid, rec in read_records(out_dir, check_result=_record_check()).items():
-        if rec.get("status") == "ok":
-            recs.append({**rec["result"], "id": rid, "status": "ok"})
-            continue
-        err = rec.get("error") or {}
-        item = (rec.get("item") or {}).get("item") or {}
+    job = read_job(out_dir, ids=ids, check_result=_record_check())
+    recs = [{**res, "id": rid, "status": "ok"} for rid, res in job.ok.items()]
+    for rid, err in job.failed.items():
+        item = (err.get("item") or {}).get("item") or {}
         recs.append(
             {
                 "id": rid,
                 "status": "error",
-                "error": f"{err.get('type', 'Error')}: {err.get('message', '')}",
+                "error": error_text(err),
                 "error_type": err.get("type"),
                 "question_type": item.get("question_type"),
                 "category": item.get("category"),
@@ -418,26 +348,16 @@ def load_results(out_dir: str | Path) -> list[dict[str, Any]]:
 
 def evaluate_items(
     items: Sequence[QAItem],
-    policy: Any,
+    settings: QASettings,
     out_dir: str | Path,
     *,
-    strategy: str = AGENT,
-    backend: str = "local",
-    num_workers: int = 1,
-    num_cpus_per_worker: float = 1.0,
-    num_gpus_per_worker: float = 0.0,
-    max_retries: int = 1,
-    episode: EpisodeConfig | None = None,
-    clip_model: str | None = None,
-    clip_sampling: str = "fps=1",
-    clip_parity: bool = True,
-    cache_dir: str | None = None,
-    judge: str = "rule",
-    policy_kwargs: dict[str, Any] | None = None,
+    run: RunConfig | None = None,
+    policy: Any = None,
     identity: dict[str, Any] | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate one strategy on ``items`` into ``out_dir``; returns its summary (also written as JSON).
+    """Evaluate ``settings.strategy`` on ``items`` into ``out_dir`` where ``run`` says; returns its summary
+    (also written as JSON). ``policy``: a ready policy object in place of ``settings.policy``.
 
     ``identity`` (see :func:`eval_identity`) makes the folder refuse a rerun with other settings
     (``vidlab.distributed.JobIdentityError``) instead of reusing answers they did not produce."""
@@ -445,36 +365,20 @@ def evaluate_items(
     from vidlab.io import atomic_write_json
 
     out = Path(out_dir)
-    worker_kwargs = {
-        "policy": policy,
-        "strategy": strategy,
-        "episode": dataclasses.asdict(episode or EpisodeConfig()),
-        "clip_model": clip_model,
-        "clip_sampling": clip_sampling,
-        "clip_parity": clip_parity,
-        "cache_dir": cache_dir,
-        "judge": judge,
-        "policy_kwargs": policy_kwargs or {},
-    }
     todo = job_items(items)
+    label = strategy_label(settings.strategy)
     job = run_job(
         todo,
         QAWorker,
         out,
-        backend=backend,
-        num_workers=num_workers,
-        num_cpus_per_worker=num_cpus_per_worker,
-        num_gpus_per_worker=num_gpus_per_worker,
-        max_retries=max_retries,
-        worker_kwargs=worker_kwargs,
-        desc=f"eval {strategy_label(strategy)}",
+        run=run or RunConfig(),
+        worker_kwargs={"settings": settings, "policy": policy},
+        desc=f"eval {label}",
         identity=identity,
         overwrite=overwrite,
         check_result=_record_check(),
     )
-    wanted = {d["id"] for d in todo}
-    records = [r for r in load_results(out) if r["id"] in wanted]
-    summary = summarize(records, label=strategy_label(strategy))
+    summary = summarize(load_results(out, ids=[d["id"] for d in todo]), label=label)
     summary["job"] = _job_dict(job)
     atomic_write_json(out / SUMMARY_JSON, summary)
     return summary
@@ -484,182 +388,6 @@ def _job_dict(job: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(job) and not isinstance(job, type):
         return json.loads(json.dumps(dataclasses.asdict(job), default=str))
     return {"repr": repr(job)}
-
-
-# -------------------------------------------------------------------------------------------- summaries
-def _mean(xs: Sequence[float]) -> float | None:
-    return round(sum(xs) / len(xs), 4) if xs else None
-
-
-def _groups(records: Sequence[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
-    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        by[str(r.get(key) or "?")].append(r)
-    return {
-        k: {
-            "n": len(v),
-            "accuracy": _mean([float(r["score"]) for r in v]),
-            "mean_frames": _mean([r["frames_used"] for r in v if r.get("status", "ok") == "ok"]),
-        }
-        for k, v in sorted(by.items())
-    }
-
-
-def summarize(records: Sequence[dict[str, Any]], *, label: str = "") -> dict[str, Any]:
-    """Accuracy overall / by category / by duration group, mean frames and tool calls, error and invalid counts.
-
-    ``accuracy`` counts failed questions (undecodable video, policy errors) as wrong: the denominator is every
-    question asked; ``accuracy_answered`` leaves them out. ``macro_accuracy`` is the mean of per-category
-    accuracies (MLVU's M-avg). Frame and call means are over questions that ran.
-    """
-    ran = [r for r in records if r.get("status", "ok") == "ok"]
-    failed = [r for r in records if r.get("status", "ok") != "ok"]
-    cats = _groups(records, "category")
-    macro = [g["accuracy"] for g in cats.values() if g["accuracy"] is not None]
-    unparsable = [r for r in ran if r.get("question_type") == "mc" and r.get("prediction") is None]
-    video_errors = [r for r in failed if r.get("error_type") == "VideoReadError"]
-    return {
-        "label": label,
-        "n": len(records),
-        "n_ran": len(ran),
-        "n_failed": len(failed),
-        "n_video_errors": len(video_errors),
-        "accuracy": _mean([float(r["score"]) for r in records]),
-        "accuracy_answered": _mean([float(r["score"]) for r in ran]),
-        "macro_accuracy": _mean(macro),
-        "by_category": cats,
-        "by_duration": _groups(records, "duration_group"),
-        "mean_frames": _mean([r["frames_used"] for r in ran]),
-        "mean_tool_calls": _mean([r["num_tool_calls"] for r in ran]),
-        "mean_turns": _mean([r.get("num_turns", 0) for r in ran]),
-        "invalid_rate": _mean([0.0 if r.get("valid") else 1.0 for r in ran]),
-        "n_unparsable": len(unparsable),
-        "unparsable_examples": [{"id": r["id"], "reason": r.get("reason")} for r in unparsable[:5]],
-        "failures": [{"id": r["id"], "error": r.get("error")} for r in failed[:20]],
-    }
-
-
-def summary_table(summaries: dict[str, dict[str, Any]]) -> str:
-    """A markdown table: one row per strategy, then per-category and per-duration accuracy tables."""
-
-    def pct(x: Any) -> str:
-        return "-" if x is None else f"{100 * x:.1f}"
-
-    def num(x: Any) -> str:
-        return "-" if x is None else f"{x:.2f}"
-
-    lines = [
-        "| strategy | n | accuracy % | macro % | mean frames | mean tool calls | invalid % | unparsable | video errors | failed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for label, s in summaries.items():
-        lines.append(
-            f"| {label} | {s['n']} | {pct(s['accuracy'])} | {pct(s['macro_accuracy'])} | {num(s['mean_frames'])} | "
-            f"{num(s['mean_tool_calls'])} | {pct(s['invalid_rate'])} | {s['n_unparsable']} | "
-            f"{s['n_video_errors']} | {s['n_failed']} |"
-        )
-    for key, title in (("by_category", "category"), ("by_duration", "duration group")):
-        groups = sorted({g for s in summaries.values() for g in s[key]})
-        if not groups:
-            continue
-        lines += [
-            "",
-            f"Accuracy % by {title}:",
-            "",
-            f"| {title} | " + " | ".join(summaries) + " |",
-            "|---|" + "---|" * len(summaries),
-        ]
-        for g in groups:
-            cells = [pct(s[key].get(g, {}).get("accuracy")) for s in summaries.values()]
-            n = max(s[key].get(g, {}).get("n", 0) for s in summaries.values())
-            lines.append(f"| {g} (n={n}) | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def plot_accuracy_vs_frames(summaries: dict[str, dict[str, Any]], path: str | Path, title: str = "") -> Path:
-    """Accuracy (y) against mean frames shown per question (x); baselines of one method joined by a line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    series: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
-    for label, s in summaries.items():
-        if s.get("accuracy") is None or s.get("mean_frames") is None:
-            continue
-        family = label.rsplit("-", 1)[0] if label.rsplit("-", 1)[-1].isdigit() else label
-        series[family].append((float(s["mean_frames"]), 100 * float(s["accuracy"]), label))
-    markers = {"uniform": "o", "clip": "s"}
-    for family, pts in sorted(series.items()):
-        pts.sort()
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        m = markers.get(family.split("/")[-1], "*")
-        ax.plot(
-            xs,
-            ys,
-            marker=m,
-            markersize=10 if m == "*" else 6,
-            linestyle="-" if len(pts) > 1 else "none",
-            label=family,
-        )
-        for x, y, lab in pts:
-            ax.annotate(lab, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.set_xlabel("mean frames shown per question")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title(title or "accuracy vs frames")
-    ax.grid(alpha=0.3)
-    if series:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    from vidlab.io import atomic_path
-
-    out = Path(path)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return out
-
-
-def write_report(
-    summaries: dict[str, dict[str, Any]], out_dir: str | Path, title: str = ""
-) -> dict[str, Path]:
-    """``summary.json`` (all strategies), ``summary.md`` (tables) and the accuracy-vs-frames PNG in ``out_dir``."""
-    from vidlab.io import atomic_write_json, atomic_write_text
-
-    out = Path(out_dir)
-    paths = {"json": out / SUMMARY_JSON, "table": out / SUMMARY_MD, "plot": out / PLOT}
-    atomic_write_json(paths["json"], summaries)
-    atomic_write_text(paths["table"], (f"# {title}\n\n" if title else "") + summary_table(summaries))
-    plot_accuracy_vs_frames(summaries, paths["plot"], title)
-    return paths
-
-
-def load_summaries(run_dirs: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
-    """Strategy summaries from finished run folders (``OUT`` or ``OUT/<label>``), for comparing policies."""
-    found: dict[str, dict[str, Any]] = {}
-    for d in map(Path, run_dirs):
-        f = d / SUMMARY_JSON
-        if not f.is_file():
-            raise StrategyError(f"{d}: no {SUMMARY_JSON} (run `vidlab eval-qa ... --out {d}` first)")
-        data = json.loads(f.read_text())
-        if "label" in data and "accuracy" in data:  # one strategy folder
-            data = {data["label"]: data}
-        for label, s in data.items():
-            found[f"{d.name}/{label}" if len(run_dirs) > 1 else label] = s
-    return found
-
-
-def compare_runs(
-    run_dirs: Sequence[str | Path], out_dir: str | Path
-) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Put finished runs on one table and plot in ``out_dir`` (a folder of its own: never an eval job's)."""
-    from vidlab.distributed import make_identity, open_job
-
-    summaries = load_summaries(run_dirs)  # every run readable before the output folder is touched
-    ident = make_identity({"runs": [str(Path(d).resolve()) for d in run_dirs]}, command="eval-qa --compare")
-    with open_job(out_dir, ident, overwrite=True):
-        return summaries, write_report(summaries, out_dir, "comparison")
 
 
 def run_eval(
@@ -696,7 +424,7 @@ def run_eval(
     policy_obj: Any = None
     if policy is not None:
         common["policy_object"] = getattr(policy, "name", type(policy).__name__)
-    elif cfg.backend == "local":
+    elif cfg.run.backend == "local":
         # in-process: load the model once for every strategy, and before anything is written, so that a
         # model that cannot load is reported without leaving a half-made folder (Ray actors load their own)
         from understanding.policies import load_policy
@@ -712,21 +440,10 @@ def run_eval(
             label = strategy_label(strategy)
             summaries[label] = evaluate_items(
                 qa,
-                policy if policy is not None else (policy_obj if cfg.backend == "local" else cfg.policy),
+                cfg.qa_settings(strategy),
                 out / label,
-                strategy=strategy,
-                backend=cfg.backend,
-                num_workers=cfg.num_workers,
-                num_cpus_per_worker=cfg.num_cpus_per_worker,
-                num_gpus_per_worker=cfg.num_gpus_per_worker,
-                max_retries=cfg.max_retries,
-                episode=cfg.episode,
-                clip_model=cfg.clip_model,
-                clip_sampling=cfg.clip_sampling,
-                clip_parity=cfg.clip_parity,
-                cache_dir=cfg.cache_dir,
-                judge=cfg.judge,
-                policy_kwargs=cfg.policy_kwargs,
+                run=cfg.run,
+                policy=policy if policy is not None else policy_obj,  # None: each Ray worker loads its own
                 identity=strategy_identity(common, strategy),
                 overwrite=overwrite,
             )

@@ -135,7 +135,7 @@ def test_eval_qa_runs_resumes_and_compares(data, tmp_path, capsys):
         "--limit",
         "2",
         "--set",
-        "max_retries=0",
+        "run.retries=0",
     ]
     assert eval_qa_main(argv) == 0
     text = capsys.readouterr().out
@@ -143,7 +143,7 @@ def test_eval_qa_runs_resumes_and_compares(data, tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["agent"]["mean_tool_calls"] == 1.0 and summary["uniform-4"]["mean_frames"] == 4.0
     cfg = yaml.safe_load((out / "config.yaml").read_text())
-    assert cfg["benchmark"] == "jsonl" and cfg["limit"] == 2 and cfg["max_retries"] == 0
+    assert cfg["benchmark"] == "jsonl" and cfg["limit"] == 2 and cfg["run"]["retries"] == 0
     n_lines = len((out / "agent" / "results.jsonl").read_text().splitlines())
     assert eval_qa_main(argv) == 0  # rerun: everything already done
     assert len((out / "agent" / "results.jsonl").read_text().splitlines()) == n_lines

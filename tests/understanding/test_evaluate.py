@@ -8,16 +8,13 @@ from pathlib import Path
 import pytest
 
 from understanding.benchmarks import QAItem
+from understanding.config import EvalConfig, QASettings
 from understanding.env import EpisodeConfig
-from understanding.evaluate import (
-    EvalConfig,
-    QAWorker,
-    evaluate_items,
-    load_results,
-    run_eval,
-    summarize,
-    summary_table,
-)
+from understanding.evaluate import QAWorker, evaluate_items, load_results, run_eval
+from understanding.report import summarize, summary_table
+from vidlab.distributed import RunConfig
+
+NO_RETRY = RunConfig(retries=0)
 
 CALL = '<thinking>need more</thinking><tool_call>{{"name": "uniform_sample", "arguments": {{"start_frame": {s}, "end_frame": {e}}}}}</tool_call>'
 
@@ -87,7 +84,7 @@ SCRIPTS = {
 
 def test_end_to_end_records_scores_and_report(tmp_path, items):
     pol = KeyedPolicy(SCRIPTS)
-    cfg = EvalConfig(out=str(tmp_path / "run"), strategies=("agent", "uniform:4", "uniform:8"), max_retries=0)
+    cfg = EvalConfig(out=str(tmp_path / "run"), strategies=("agent", "uniform:4", "uniform:8"), run=NO_RETRY)
     summaries = run_eval(cfg, items=items, policy=pol)
     assert list(summaries) == ["agent", "uniform-4", "uniform-8"]
 
@@ -133,10 +130,10 @@ def test_end_to_end_records_scores_and_report(tmp_path, items):
 
 def test_rerun_resumes_and_retries_only_failures(tmp_path, items):
     pol = KeyedPolicy(SCRIPTS)
-    first = evaluate_items(items, pol, tmp_path / "r", max_retries=0)
+    first = evaluate_items(items, QASettings(), tmp_path / "r", run=NO_RETRY, policy=pol)
     calls = pol.calls
     assert calls == 2 + 1 + 1  # q1 two turns, q2 and q3 one each; q4 never reaches the policy
-    again = evaluate_items(items, pol, tmp_path / "r", max_retries=0)
+    again = evaluate_items(items, QASettings(), tmp_path / "r", run=NO_RETRY, policy=pol)
     assert pol.calls == calls  # nothing answered twice
     assert again["job"]["skipped"] == 3 and again["job"]["failed"] == 1  # the broken video is retried
     assert again["accuracy"] == first["accuracy"] == 0.25
@@ -146,13 +143,13 @@ def test_rerun_resumes_and_retries_only_failures(tmp_path, items):
 
 def test_a_model_that_never_stops_calling_tools_is_stopped(tmp_path, videos):
     item = QAItem("loop", str(videos["a"]), "Q?", ["x", "y"], "A")
-    s = evaluate_items([item], ToolLooper(), tmp_path / "default")
+    s = evaluate_items([item], QASettings(), tmp_path / "default", policy=ToolLooper())
     (rec,) = load_results(tmp_path / "default")
     assert rec["num_tool_calls"] == 5 and rec["num_turns"] == 6  # the reference budget: 5 calls, 6 turns
     assert not rec["valid"] and "call budget" in rec["invalid_reason"] and not rec["correct"]
     assert s["invalid_rate"] == 1.0
     cfg = EpisodeConfig(max_calls=50, max_turns=3)
-    evaluate_items([item], ToolLooper(), tmp_path / "turns", episode=cfg)
+    evaluate_items([item], QASettings(episode=cfg), tmp_path / "turns", policy=ToolLooper())
     (rec,) = load_results(tmp_path / "turns")
     assert rec["num_turns"] == 3 and "turn limit (3)" in rec["invalid_reason"] and rec["prediction"] is None
 
@@ -162,11 +159,11 @@ def test_open_ended_items_go_through_the_judge(tmp_path, videos):
         "oe1", str(videos["a"]), "Describe the scene.", None, "a red circle", "oe", category="summary"
     )
     pol = KeyedPolicy({"Describe the scene.": [answer("a red circle")]})
-    s = evaluate_items([item], pol, tmp_path / "oe")
+    s = evaluate_items([item], QASettings(), tmp_path / "oe", policy=pol)
     (rec,) = load_results(tmp_path / "oe")
     assert rec["score"] == 1.0 and rec["prediction"] == "a red circle" and s["accuracy"] == 1.0
     pol = KeyedPolicy({"Describe the scene.": [answer("a blue circle")]})
-    evaluate_items([item], pol, tmp_path / "oe2")
+    evaluate_items([item], QASettings(), tmp_path / "oe2", policy=pol)
     (rec,) = load_results(tmp_path / "oe2")
     assert rec["score"] == pytest.approx(0.5)  # token F1 of the rule judge: "circle" matches, "blue" does not
 
@@ -217,7 +214,7 @@ def test_summary_helpers_on_hand_made_records():
 
 def test_clip_baseline_needs_a_clip_model():
     with pytest.raises(ValueError, match="needs clip_model"):
-        QAWorker("const:A", "clip:4")
+        QAWorker(QASettings(policy="const:A", strategy="clip:4"))
 
 
 def test_clip_tool_and_clip_baseline_with_a_cached_frame_index(tmp_path, videos):
@@ -229,8 +226,8 @@ def test_clip_tool_and_clip_baseline_with_a_cached_frame_index(tmp_path, videos)
         clip_call = '<thinking>search</thinking><tool_call>{"name": "clip_sample", "arguments": {"start_frame": 0, "end_frame": 48, "prompt": "a red circle"}}</tool_call>'
         pol = KeyedPolicy({"Q?": [clip_call, answer("A")]})
         item = QAItem("c1", str(videos["a"]), "Q?", ["x", "y"], "A")
-        kw = {"clip_model": "vidlab-tiny", "cache_dir": str(tmp_path / "cache"), "max_retries": 0}
-        s = evaluate_items([item], pol, tmp_path / "agent", **kw)
+        qa = QASettings(clip_model="vidlab-tiny", cache_dir=str(tmp_path / "cache"))
+        s = evaluate_items([item], qa, tmp_path / "agent", run=NO_RETRY, policy=pol)
         (rec,) = load_results(tmp_path / "agent")
         assert rec["valid"] and rec["correct"] and s["mean_tool_calls"] == 1.0
         call = rec["tool_calls"][0]
@@ -241,8 +238,9 @@ def test_clip_tool_and_clip_baseline_with_a_cached_frame_index(tmp_path, videos)
         )
         assert list((tmp_path / "cache").glob("*.safetensors"))  # the index was built once and cached
         evaluate_items(
-            [item], KeyedPolicy({"Q?": [answer("A")]}), tmp_path / "clip4", strategy="clip:4", **kw
-        )
+            [item], qa.qa_settings("clip:4"), tmp_path / "clip4", run=NO_RETRY,
+            policy=KeyedPolicy({"Q?": [answer("A")]}),
+        )  # fmt: skip
         (rec,) = load_results(tmp_path / "clip4")
         assert rec["frames_used"] == 4 and rec["num_tool_calls"] == 0 and rec["strategy"] == "clip-4"
     finally:
@@ -255,7 +253,10 @@ def test_ray_backend(tmp_path, items):
     script = tmp_path / "replay.json"
     script.write_text(json.dumps([answer("A")]))
     s = evaluate_items(
-        items, f"replay:{script}", tmp_path / "ray", backend="ray", num_workers=1, max_retries=0
+        items,
+        QASettings(policy=f"replay:{script}"),
+        tmp_path / "ray",
+        run=RunConfig("ray", workers=1, retries=0),
     )
     recs = {r["id"]: r for r in load_results(tmp_path / "ray")}
     assert recs["q1"]["correct"] and recs["q3"]["correct"] and not recs["q2"]["correct"]
@@ -275,9 +276,7 @@ def test_uniform_k_accuracy_follows_which_frames_reach_the_policy(tmp_path):
     )
     data = load_benchmark("jsonl", path)
     assert len(data.items) == 6 and not data.problems
-    cfg = EvalConfig(
-        out=str(tmp_path / "out"), strategies=("uniform:4", "uniform:16", "agent"), max_retries=0
-    )
+    cfg = EvalConfig(out=str(tmp_path / "out"), strategies=("uniform:4", "uniform:16", "agent"), run=NO_RETRY)
     summaries = run_eval(cfg, items=data, policy="pixel:red")
     for k in (4, 16):
         idx = linspace_frames(0, 120, k)
