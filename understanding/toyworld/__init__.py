@@ -29,3 +29,20 @@ def resolve_toy_dir(rest: str) -> Path:
         )
         raise PolicySpecError(f"toy:{rest}", what)
     return d
+
+
+class ToyPolicySpec:
+    """``toy:shipped`` / ``toy:DIR`` in the policy registry (``vidlab.policies`` entry point ``toy``).
+
+    The toy world registers its policy itself, so ``understanding.policies`` never imports the toy world.
+    """
+
+    @staticmethod
+    def check_spec(rest: str) -> None:
+        resolve_toy_dir(rest)
+
+    @staticmethod
+    def from_spec(rest: str, **kw: object) -> object:
+        from understanding.toyworld.policy import load_toy_policy
+
+        return load_toy_policy(resolve_toy_dir(rest), **kw)
