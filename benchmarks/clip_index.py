@@ -160,7 +160,8 @@ def parallel_headroom(iterations: int = 3_000_000) -> float:
 
 def bench_indexing(args, work: Path) -> dict:
     """Measurement 2."""
-    from vidlab.clip.indexing import index_videos
+    from vidlab.clip.indexing import IndexConfig, index_videos
+    from vidlab.distributed import RunConfig
     from vidlab.distributed.ray_backend import ensure_ray
     from vidlab.video.synth import render_synthetic
 
@@ -179,10 +180,11 @@ def bench_indexing(args, work: Path) -> dict:
         if backend == "ray":
             ensure_ray(num_cpus=2)
         t0 = time.perf_counter()
-        rep = index_videos(
-            vids, work / f"idx_{name}_{k}", args.model, "every=1", backend=backend, workers=workers,
-            torch_threads=1, progress=False, device="cpu",
+        cfg = IndexConfig(
+            cache_dir=str(work / f"idx_{name}_{k}"), model=args.model, sampling="every=1", device="cpu",
+            torch_threads=1, run=RunConfig(backend=backend, workers=workers),
         )  # fmt: skip
+        rep = index_videos(vids, cfg, progress=False)
         wall = time.perf_counter() - t0
         assert rep.failures == 0, rep.errors
         runs[name].append(

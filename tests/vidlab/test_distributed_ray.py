@@ -100,24 +100,22 @@ def test_failed_item_recorded_then_rerun_completes(ray_session, tmp_path):
 
 def test_index_videos_with_two_ray_workers(ray_session, tmp_path):
     from vidlab.clip.corpus import read_manifest
-    from vidlab.clip.indexing import collect_videos, index_videos
+    from vidlab.clip.indexing import IndexConfig, collect_videos, index_videos
+    from vidlab.distributed import RunConfig
     from vidlab.video.synth import render_synthetic
 
     vids = tmp_path / "videos"
     for seed in range(2):
         render_synthetic(vids / f"v{seed}.mp4", 48, fps=24, width=96, height=72, seed=seed)
     (vids / "broken.mp4").write_bytes(b"\x00" * 2000)
-    report = index_videos(
-        collect_videos([str(vids)]),
-        tmp_path / "idx",
-        "vidlab-tiny",
-        "every=6",
-        backend="ray",
-        workers=2,
+    cfg = IndexConfig(
+        cache_dir=str(tmp_path / "idx"),
+        model="vidlab-tiny",
+        sampling="every=6",
         torch_threads=1,
-        max_retries=0,
-        progress=False,
+        run=RunConfig(backend="ray", workers=2, retries=0),
     )
+    report = index_videos(collect_videos([str(vids)]), cfg, progress=False)
     assert (report.videos, report.indexed, report.failures, report.frames) == (3, 2, 1, 16)
     assert report.errors[0]["type"] == "VideoReadError"
     _, manifest = read_manifest(tmp_path / "idx")

@@ -48,7 +48,7 @@ def test_a_config_built_in_python_is_checked_like_an_override():
         _Job(mode="c")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"inner.alpha: expected a number in \[0.0, 1.0\], got 2"):
         _Inner(alpha=2)
-    with pytest.raises(ConfigError, match=r"run.workers: expected an int in \[1, 4096\], got 0"):
+    with pytest.raises(ConfigError, match="run.workers: expected an int >= 1, got 0"):
         RunConfig(workers=0)
     job = _Job(blocks=[2, 3])  # type: ignore[arg-type]
     assert job.blocks == (2, 3) and isinstance(job.blocks, tuple)  # normalised as from_dict does

@@ -6,17 +6,18 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 
 from vidlab.errors import UserError
+
+from .indexing import IndexConfig
 
 INDEX_EPILOG = """examples:
   vidlab index videos/ --cache-dir outputs/index                       # tiny built-in model, 1 frame/s
   vidlab index videos/ --cache-dir outputs/index --model ViT-B-16:openai --sampling fps=2
   vidlab index list.txt --cache-dir outputs/index --backend ray --workers 2
-  vidlab index videos/ --preset my_index.yaml        # IndexConfig keys, e.g. workers: 4, gpus_per_worker: 0.5
+  vidlab index videos/ --preset my_index.yaml        # IndexConfig keys, e.g. run: {workers: 4, gpus_per_worker: 0.5}
   vidlab index videos/ --cache-dir outputs/index sampling=every=12 batch_size=32   # key=value overrides
   RAY_ADDRESS=ray://head:10001 vidlab index /data/videos --cache-dir /data/index --backend ray \\
       --workers 16 --gpus-per-worker 0.25
@@ -47,30 +48,15 @@ samplings counts once, from the newest index).
 """
 
 
-@dataclass
-class IndexConfig:
-    """Options of ``vidlab index`` (saved as config.yaml in the job folder)."""
-
-    inputs: tuple[str, ...] = ()
-    cache_dir: str = ""
-    model: str = "vidlab-tiny"
-    sampling: str = "fps=1"
-    backend: Literal["local", "ray"] = "local"
-    workers: int = field(default=1, metadata={"range": (1, None)})
-    cpus_per_worker: float = field(default=1.0, metadata={"range": (0, None)})
-    gpus_per_worker: float = field(default=0.0, metadata={"range": (0, None)})
-    device: str = "auto"
-    batch_size: int = field(default=64, metadata={"range": (1, None)})
-    max_retries: int = field(default=2, metadata={"range": (0, None)})
-    torch_threads: int | None = field(default=None, metadata={"range": (1, None)})
-
-
 class IndexInputError(UserError):
     """A bad ``vidlab index``/``vidlab search`` argument: sampling spec, model name, input path."""
 
 
-_FLAGS = ("cache_dir", "model", "sampling", "backend", "workers", "cpus_per_worker", "gpus_per_worker",
-          "device", "batch_size", "max_retries", "torch_threads")  # fmt: skip
+# flag dest -> config key
+_FLAGS = {"cache_dir": "cache_dir", "model": "model", "sampling": "sampling", "backend": "run.backend",
+          "workers": "run.workers", "cpus_per_worker": "run.cpus_per_worker",
+          "gpus_per_worker": "run.gpus_per_worker", "device": "device", "batch_size": "batch_size",
+          "max_retries": "run.retries", "torch_threads": "torch_threads"}  # fmt: skip
 
 
 def _index_parser() -> argparse.ArgumentParser:
@@ -142,7 +128,7 @@ def _index_config(args: argparse.Namespace) -> tuple[IndexConfig, list[str]]:
     args.overrides = [x for x in args.inputs if x not in inputs]
     if not inputs:
         raise IndexInputError("no inputs: give video folders, list files (.txt) or video files")
-    flags = {k: getattr(args, k) for k in _FLAGS}
+    flags = {key: getattr(args, dest) for dest, key in _FLAGS.items()}
     cfg = config_from_args(IndexConfig, args, flags)
     cfg.inputs = tuple(inputs)
     cfg.cache_dir = cfg.cache_dir or str(default_cache_dir())
@@ -150,7 +136,15 @@ def _index_config(args: argparse.Namespace) -> tuple[IndexConfig, list[str]]:
 
 
 def index_main(argv: list[str] | None = None) -> int:
-    """``vidlab index``: see INDEX_EPILOG. Every mistake is a UserError (one line, exit 2)."""
+    """``vidlab index``: see INDEX_EPILOG. Every mistake is a UserError (one line, exit 2); what the job
+    skipped or redid is one ``vidlab index: warning:`` line each."""
+    from vidlab.errors import command_reporting
+
+    with command_reporting("vidlab index"):
+        return _index(argv)
+
+
+def _index(argv: list[str] | None) -> int:
     from vidlab.config import save_resolved
     from vidlab.distributed import job_lock
     from vidlab.io import atomic_write_json
@@ -177,21 +171,8 @@ def index_main(argv: list[str] | None = None) -> int:
     try:
         # One index run per cache folder at a time (the manifest is shared); taken before anything is written.
         with job_lock(cache):
-            report = index_videos(
-                videos,
-                cache,
-                cfg.model,
-                sampling=sampling,
-                backend=cfg.backend,
-                workers=cfg.workers,
-                cpus_per_worker=cfg.cpus_per_worker,
-                gpus_per_worker=cfg.gpus_per_worker,
-                device=cfg.device,
-                batch_size=cfg.batch_size,
-                max_retries=cfg.max_retries,
-                torch_threads=cfg.torch_threads,
-                progress=False if args.quiet else None,
-            )
+            cfg.sampling = sampling
+            report = index_videos(videos, cfg, progress=False if args.quiet else None)
             save_resolved(cfg, report.job_dir)
             atomic_write_json(Path(report.job_dir) / "summary.json", asdict(report), indent=1)
     except (UnknownModelError, ModelLoadError, SamplingError) as e:

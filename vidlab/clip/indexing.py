@@ -7,7 +7,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from vidlab.config import in_range, validate
+from vidlab.distributed import RunConfig
+from vidlab.distributed.config import legacy_run_keys
 
 VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", ".ts")
 
@@ -119,31 +123,50 @@ def _stat(path: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns]
 
 
+@dataclass
+class IndexConfig:
+    """Options of ``vidlab index`` (saved as config.yaml in the job folder); ``run`` says where it runs."""
+
+    # before the one `run:` block (they work for one release, with a warning)
+    LEGACY_KEYS: ClassVar[dict[str, str]] = legacy_run_keys(
+        backend="backend",
+        workers="workers",
+        cpus_per_worker="cpus_per_worker",
+        gpus_per_worker="gpus_per_worker",
+        max_retries="retries",
+    )
+
+    inputs: tuple[str, ...] = ()
+    cache_dir: str = ""
+    model: str = "vidlab-tiny"
+    sampling: str = "fps=1"
+    device: str = "auto"
+    batch_size: int = field(default=64, metadata=in_range(1))
+    torch_threads: int | None = field(default=None, metadata=in_range(1))
+    run: RunConfig = field(default_factory=lambda: RunConfig(retries=2))
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
 def index_videos(
     videos: list[Path],
-    cache_dir: str | os.PathLike,
-    model: str,
-    sampling: str = "fps=1",
-    backend: str = "local",
-    workers: int = 1,
-    cpus_per_worker: float = 1,
-    gpus_per_worker: float = 0,
-    device: str = "auto",
-    batch_size: int = 64,
-    max_retries: int = 2,
-    torch_threads: int | None = None,
+    cfg: IndexConfig,
+    *,
     job_dir: str | os.PathLike | None = None,
     progress: bool | None = None,
 ) -> IndexReport:
-    """Index ``videos`` into ``cache_dir`` as a resumable job, then (re)write the corpus manifest."""
-    from vidlab.distributed import read_records, require_fields, run_job
+    """Index ``videos`` into ``cfg.cache_dir`` as a resumable job where ``cfg.run`` says, then (re)write the
+    corpus manifest."""
+    from vidlab.distributed import read_job, require_fields, run_job
 
     from .corpus import write_manifest
     from .models import load_model
     from .sampling import Sampling
 
-    cache_dir = Path(cache_dir)
-    sampling = Sampling.parse(sampling).spec
+    cache_dir = Path(cfg.cache_dir)
+    sampling = Sampling.parse(cfg.sampling).spec
+    device, model = cfg.device, cfg.model
     tag = load_model(model, device="cpu" if device == "auto" else device).tag  # validates the spec up front
     job = Path(job_dir) if job_dir else job_dir_for(cache_dir, tag, sampling)
     # size + mtime in the item: a video rewritten in place changes its item, so its old record no longer
@@ -154,8 +177,8 @@ def index_videos(
         "sampling": sampling,
         "cache_dir": str(cache_dir.resolve()),
         "device": device,
-        "batch_size": batch_size,
-        "torch_threads": torch_threads,
+        "batch_size": cfg.batch_size,
+        "torch_threads": cfg.torch_threads,
     }
 
     def cache_intact(item: dict[str, Any], result: dict[str, Any]) -> bool:
@@ -174,28 +197,21 @@ def index_videos(
         items,
         IndexWorker,
         job,
-        backend=backend,
-        num_workers=workers,
-        num_cpus_per_worker=cpus_per_worker,
-        num_gpus_per_worker=gpus_per_worker,
-        max_retries=max_retries,
+        run=cfg.run,
         worker_kwargs=kwargs,
         validate=cache_intact,
         desc="index videos",
         progress=progress,
         check_result=fields,
     )
-    records = read_records(job, check_result=fields)
-    wanted = {it["id"] for it in items}
-    ok = [r["result"] for rid, r in records.items() if rid in wanted and r.get("status") == "ok"]
+    records = read_job(job, ids=[str(it["id"]) for it in items], check_result=fields)
+    ok = list(records.ok.values())
     failed = [
-        {"id": rid, **{k: v for k, v in r["error"].items() if k != "traceback"}}
-        for rid, r in records.items()
-        if rid in wanted and r.get("status") == "error"
+        {"id": rid, **{k: v for k, v in err.items() if k != "item"}} for rid, err in records.failed.items()
     ]
     ok = [r for r in ok if (cache_dir / r["cache_file"]).is_file()]
     manifest = write_manifest(cache_dir, ok, model, tag, sampling)
-    fresh = [records[rid]["result"] for rid in summary.done_ids if rid in records]
+    fresh = [records.ok[rid] for rid in summary.done_ids if rid in records.ok]
     embedded = sum(r["frames"] for r in fresh if r.get("built"))
     return IndexReport(
         videos=len(items),

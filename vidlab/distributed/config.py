@@ -24,10 +24,10 @@ class RunConfig:
     """Backend, workers, CPUs/GPUs per worker and retries of a job (see the module docstring)."""
 
     backend: Literal["local", "ray"] = "local"
-    workers: int = field(default=1, metadata=in_range(1, 4096))
+    workers: int = field(default=1, metadata=in_range(1))
     cpus_per_worker: float = field(default=1.0, metadata=in_range(0.0))
     gpus_per_worker: float = field(default=0.0, metadata=in_range(0.0))
-    retries: int = field(default=1, metadata=in_range(0, 100))
+    retries: int = field(default=1, metadata=in_range(0))
 
     # the names each job used before there was one block (they work for one release, with a warning)
     LEGACY_KEYS: ClassVar[dict[str, str]] = {
