@@ -28,6 +28,9 @@ class HFSpec:
             raise PolicySpecError(
                 f"hf:{rest}", f"{rest!r} is not a folder (a local checkpoint must be a folder)"
             )
+        from understanding.policies.hf import require_hub_or_folder
+
+        require_hub_or_folder(rest)  # offline / unreachable hub: one line before anything loads
 
     @staticmethod
     def from_spec(rest: str, **kw: Any) -> Policy:

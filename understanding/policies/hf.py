@@ -17,6 +17,17 @@ from understanding.policies.errors import PolicyError
 from understanding.policies.images import to_pil
 
 
+def require_hub_or_folder(path: str) -> None:
+    """A hub id must be cached or the hub reachable (seconds, not transformers' minutes of retries)."""
+    from pathlib import Path
+
+    if Path(path).expanduser().is_dir():
+        return
+    from vidlab.hub import require_hub
+
+    require_hub(path, what="Hugging Face VLM", markers=("config.json",), use="--policy hf:DIR")
+
+
 def to_hf_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Any]]:
     """Our messages -> (chat-template messages with image placeholders, PIL images in order)."""
     hf: list[dict[str, Any]] = []
@@ -65,6 +76,7 @@ class HFPolicy:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
+        require_hub_or_folder(path)
         try:
             processor = AutoProcessor.from_pretrained(path)
             kw: dict[str, Any] = {"dtype": getattr(torch, dtype) if dtype != "auto" else "auto"}

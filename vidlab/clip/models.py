@@ -44,6 +44,10 @@ PREPROCESS_VERSION = "torch-resize-crop-v1"
 CONFIG_NAME = "open_clip_config.json"
 WEIGHTS_NAME = "open_clip_model.safetensors"
 _SEED_RE = re.compile(r"^seed(\d+)$")
+# files whose presence in the local hub cache means an open_clip hub model was downloaded before
+_HUB_MARKERS = ("open_clip_config.json", "open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+_HUB_USE = "the folder as the CLIP model (--clip-model DIR, clip_model=DIR)"
+_HUB_FILES = '--include "*.json" "*.safetensors"'  # vidlab loads exactly one safetensors file from a folder
 
 
 class ModelLoadError(UserError, RuntimeError):
@@ -459,6 +463,15 @@ def load_model(
         )
 
     if spec.startswith("hf-hub:"):
+        from vidlab.hub import require_hub
+
+        require_hub(
+            spec[len("hf-hub:") :],
+            what="CLIP model",
+            markers=_HUB_MARKERS,
+            use=_HUB_USE,
+            download_args=_HUB_FILES,
+        )
         try:
             module = open_clip.create_model(spec, device=dev, precision=prec)
             tokenizer = open_clip.get_tokenizer(spec)
@@ -482,6 +495,17 @@ def load_model(
         return ClipModel(module, tokenizer, f"{arch}:seed{s}", model_cfg, dev, prec, batch_size, spec)
     tags = open_clip.list_pretrained_tags_by_model(arch)
     if pretrained in tags:
+        repo = (open_clip.get_pretrained_cfg(arch, pretrained) or {}).get("hf_hub", "").strip("/")
+        if repo:  # weights on the hub: fail fast offline instead of open_clip's retries
+            from vidlab.hub import require_hub
+
+            require_hub(
+                repo,
+                what=f"CLIP weights {spec!r}, hub repo",
+                markers=_HUB_MARKERS,
+                use=_HUB_USE,
+                download_args=_HUB_FILES,
+            )
         try:
             module = open_clip.create_model(arch, pretrained=pretrained, device=dev, precision=prec)
         except Exception as e:
