@@ -4,8 +4,9 @@ Public API: ``open_video``, ``VideoReader``, ``VideoReadError``, ``VideoWriteErr
 ``uniform_indices``. See vidlab/video/README.md.
 """
 
+from .base import VideoReader, fit_within, uniform_indices
 from .errors import VideoReadError, VideoWriteError
-from .reader import VideoReader, available_backends, fit_within, open_video, uniform_indices
+from .reader import available_backends, open_video
 from .writer import write_video
 
 __all__ = [

@@ -8,16 +8,64 @@ readers (or use ``with``) as soon as the frames are read.
 decord applies the display rotation itself (its frames come out as displayed, verified against
 FFmpeg's CLI for 90/180/270 degrees), so ``rotate=False`` undoes it losslessly. It cannot be told which
 video stream to read, and converts >8-bit video about 4 levels off FFmpeg: such files are refused
-(:func:`vidlab.video.reader.decord_safe`), never read wrongly.
+(:func:`decord_safe`), never read wrongly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import orientation
+from ..base import VideoReader
 from ..errors import VideoReadError
 from ..probe import StreamIndex
-from ..reader import VideoReader
+
+
+def import_decord():
+    """Import decord *after* PyAV: decord loads its own FFmpeg 4 / libvpx / x264 with RTLD_GLOBAL, and when it
+    comes first PyAV's encoders bind to those older libraries (libvpx-vp9 then fails to open)."""
+    import av  # noqa: F401, I001  - must be loaded first
+    import decord
+
+    return decord
+
+
+def decord_refuses(index: StreamIndex) -> str | None:
+    """Why decord would return other frames than the reference on this file, whatever the indices
+    (``backend="decord"`` then raises VideoReadError), or None."""
+    if len(index.video_streams) > 1:
+        return (
+            f"{len(index.video_streams)} video streams: decord cannot be told which to read, and its "
+            "FFmpeg 4 picks without regard to the default disposition"
+        )
+    if index.bit_depth > 8:
+        return (
+            f"{index.bit_depth}-bit video ({index.pix_fmt}): decord's RGB conversion is about 4 levels "
+            "off FFmpeg's"
+        )
+    if orientation.mirrors(index.orient_op) or index.orient_op == "rotate":
+        return f"display matrix {index.orient_op!r}: decord's handling of it is not verified"
+    if index.open_gop:
+        return (
+            f"open GOP ({index.codec}: leading frames shown before their keyframe): decord returns "
+            "neighbouring frames on random access (e.g. frame 6 for frame 5)"
+        )
+    return None
+
+
+def decord_safe(index: StreamIndex) -> tuple[bool, str]:
+    """Whether decord reads this file's frames exactly as the reference (PyAV / FFmpeg); with the reason.
+
+    See README "Backends and how auto chooses" for the measurements behind these rules.
+    """
+    refused = decord_refuses(index)
+    if refused:
+        return False, refused
+    if index.vfr:
+        return False, "variable frame rate: decord is reported inexact on such files (dmlc/decord#54)"
+    if index.lost_frames:
+        return False, "header declares more frames than the file holds: decord can hang (dmlc/decord#373)"
+    return True, "constant frame rate, closed GOP, intact"
 
 
 class DecordReader(VideoReader):
@@ -29,8 +77,6 @@ class DecordReader(VideoReader):
     def __init__(self, path, index: StreamIndex | None = None, rotate: bool = True):
         super().__init__(path, index, rotate=rotate)
         self._readers: dict[tuple[int, int], object] = {}
-        from ..reader import decord_refuses
-
         why = decord_refuses(self._index)
         if why:
             self.close()
@@ -64,8 +110,6 @@ class DecordReader(VideoReader):
         key = (width, height)
         vr = self._readers.get(key)
         if vr is None:
-            from ..reader import import_decord
-
             decord = import_decord()
             kw = {} if key == self._shown else {"width": width, "height": height}
             try:

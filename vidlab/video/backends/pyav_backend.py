@@ -33,9 +33,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..base import VideoReader
 from ..errors import VideoReadError
 from ..probe import StreamIndex, drain, incomplete, open_container
-from ..reader import VideoReader
 
 # FFmpeg decoder threading: "AUTO" (frame+slice), "SLICE" or "FRAME"; unset = chosen per file and per use
 # (see thread_types). Frame threads decode up to `threads - 1` frames past each target before a seek throws

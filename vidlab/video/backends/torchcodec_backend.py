@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import orientation
+from ..base import VideoReader
 from ..errors import VideoReadError
 from ..probe import StreamIndex
-from ..reader import VideoReader
 
 FFMPEG_APT_PACKAGES = "libavcodec59 libavformat59 libavutil57 libswscale6 libavdevice59 libavfilter8"
 
