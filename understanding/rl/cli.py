@@ -124,7 +124,7 @@ def _verl(argv: list[str]) -> int:
     args = _verl_parser().parse_args(argv)
     _check_rl_extra("verl", "pyarrow")
     from understanding.rl import dataset as D
-    from understanding.rl.verl_launch import VerlConfig, write_launch
+    from understanding.rl.verl_launch import VerlConfig, hold_out_validation, write_launch
 
     flags: dict[str, Any] = {"model": args.model, "data": args.data, "out": args.out, "limit": args.limit}
     cfg = config_from_args(VerlConfig, args, flags)
@@ -132,14 +132,19 @@ def _verl(argv: list[str]) -> int:
         raise RLCommandError("no training data: pass --data jsonl:PATH (or benchmark:NAME:PATH)")
     out = Path(cfg.out)
     train = D.convert(cfg.data, out / "train.parquet", tools=cfg.tools, limit=cfg.limit)
-    val = D.convert(cfg.val_data, out / "val.parquet", tools=cfg.tools) if cfg.val_data else None
-    paths = write_launch(cfg, out, train.path, val.path if val else None)
+    if cfg.val_data:
+        val = D.convert(cfg.val_data, out / "val.parquet", tools=cfg.tools)
+        train_rows, val_rows, val_path, held = train.rows, val.rows, str(val.path), ""
+    else:  # verl always builds a validation set: hold some training rows out (never validate on train)
+        val_path = str(out / "val.parquet")
+        train_rows, val_rows = hold_out_validation(train.path, val_path, cfg.val_fraction)
+        held = f" (held out of the {train.rows} converted rows; val_fraction={cfg.val_fraction:g})"
+    paths = write_launch(cfg, out, str(train.path), val_path)
     print(
-        f"train rows: {train.rows} -> {train.path}"
+        f"train rows: {train_rows} -> {train.path}"
         + (f"; {len(train.bad)} bad rows -> {train.problems_path}" if train.bad else "")
     )
-    if val:
-        print(f"val rows: {val.rows} -> {val.path}")
+    print(f"val rows: {val_rows} -> {val_path}{held}")
     for key in ("tools", "agent_loop", "config"):
         print(f"{key}: {paths[key]}")
     print(f"launch (one node, {cfg.n_gpus_per_node} GPUs): bash {paths['launch']}")

@@ -6,12 +6,18 @@ frozen, 1 epoch, at most 6 assistant turns (5 calls + the answer). ``write_launc
 ``tools.yaml`` (verl's tool-config format, loaded by ``verl.tools.tool_registry``), ``agent_loop.yaml`` (the
 ``agent_loop_config_path`` that registers ``videobrain_agent``), ``launch.sh`` (the ``python -m
 verl.trainer.main_ppo`` command with every override spelled out) and ``ray_job.sh`` (the same through
-``ray job submit``).
+``ray job submit``, its ``--runtime-env-json`` a JSON object that ships vidlab's packages as ``py_modules``).
+
+Both scripts run with the vidlab that is installed in the Python that runs them (no ``PYTHONPATH`` pointing
+at a checkout); ``launch.sh`` checks that first and says how to install it. verl always builds a validation
+dataset, so ``data.val_files`` is a real validation parquet: ``val_data`` when given, else a held-out
+``val_fraction`` of the training rows (:func:`hold_out_validation`), never the training file itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -21,6 +27,7 @@ from typing import Any
 import yaml
 
 from understanding import protocol as P
+from vidlab.errors import UserError
 
 REWARD_FILE = Path(__file__).with_name("reward.py")
 
@@ -42,7 +49,10 @@ class VerlConfig:
     """Everything ``vidlab train-agent --engine verl`` needs; keys mirror verl's where they exist."""
 
     data: str = ""  # a source for understanding.rl.dataset (jsonl:PATH, benchmark:NAME:PATH, a .jsonl path)
-    val_data: str = ""  # optional validation source (default: none, val_before_train off)
+    val_data: str = ""  # validation source; "" = hold out val_fraction of the training rows
+    val_fraction: float = (
+        0.05  # share of training rows held out as val.parquet when val_data is "" (at least 1)
+    )
     out: str = "runs/verl-videobrain"
     model: str = "Qwen/Qwen3-VL-8B-Instruct"
     limit: int | None = None  # convert at most this many rows
@@ -131,16 +141,56 @@ def agent_loop_config(cfg: VerlConfig) -> list[dict[str, Any]]:
     ]
 
 
+class LaunchError(UserError, ValueError):
+    """A launch that cannot be written as asked (e.g. no validation data and too few rows to hold some out)."""
+
+
+def hold_out_validation(
+    train_file: str | os.PathLike, val_file: str | os.PathLike, fraction: float, seed: int = 0
+) -> tuple[int, int]:
+    """Move a seeded random ``fraction`` (at least one row) of ``train_file``'s rows into ``val_file``.
+
+    Both parquet files are written atomically; returns ``(train_rows, val_rows)``. A file of one row cannot
+    be split (:class:`LaunchError`: pass validation data instead).
+    """
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from vidlab.io import atomic_tmp_path, commit_tmp
+
+    if not 0.0 < fraction < 1.0:
+        raise LaunchError(f"val_fraction must lie strictly between 0 and 1, got {fraction}")
+    table = pq.read_table(str(train_file))
+    n = table.num_rows
+    if n < 2:
+        raise LaunchError(
+            f"{train_file} holds {n} row(s): too few to hold out a validation split; pass val_data=SOURCE "
+            "(verl always builds a validation dataset)"
+        )
+    k = min(n - 1, max(1, round(n * fraction)))
+    order = np.random.default_rng(seed).permutation(n)
+    val_idx, train_idx = np.sort(order[:k]), np.sort(order[k:])
+    for rows, path in ((val_idx, val_file), (train_idx, train_file)):
+        tmp = atomic_tmp_path(Path(path))
+        pq.write_table(table.take(rows), str(tmp))
+        commit_tmp(tmp, Path(path))
+    return len(train_idx), len(val_idx)
+
+
 def hydra_overrides(
-    cfg: VerlConfig, train_file: str, val_file: str | None, tool_path: str, loop_path: str
+    cfg: VerlConfig, train_file: str, val_file: str, tool_path: str, loop_path: str
 ) -> list[str]:
     """``main_ppo`` overrides for the reference GRPO recipe (verl 0.9 key names)."""
+    if not val_file:
+        raise LaunchError("verl needs a validation parquet (data.val_files); see hold_out_validation")
+    if Path(val_file).resolve() == Path(train_file).resolve():
+        raise LaunchError(f"data.val_files would be the training file {train_file}; hold out a split instead")
     a, r = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
     o = [
         "algorithm.adv_estimator=grpo",
         "algorithm.use_kl_in_reward=false",
         f"data.train_files={train_file}",
-        f"data.val_files={val_file or train_file}",
+        f"data.val_files={val_file}",
         f"data.train_batch_size={cfg.train_batch_size}",
         f"data.max_prompt_length={cfg.max_prompt_length}",
         f"data.max_response_length={cfg.max_response_length}",
@@ -203,8 +253,25 @@ def _shell(lines: list[str], overrides: list[str]) -> str:
     return "\n".join(lines) + f"\n    {body}\n"
 
 
+def runtime_env(cfg: VerlConfig) -> dict[str, Any]:
+    """The Ray job's runtime_env: vidlab's own packages as ``py_modules`` (from wherever this Python imports
+    them, a checkout or site-packages), so a cluster whose image has verl but not vidlab runs the same code."""
+    import understanding
+    import vidlab
+
+    modules = [str(Path(str(m.__file__)).resolve().parent) for m in (vidlab, understanding)]
+    return {"py_modules": modules, "env_vars": {"HYDRA_FULL_ERROR": "1", "VLLM_USE_V1": "1"}}
+
+
+PREFLIGHT = (
+    '"$PYTHON" -c "import understanding.rl.verl_launch" 2>/dev/null || {{ echo "launch.sh: vidlab is not '
+    "installed in $PYTHON: pip install 'vidlab[rl]' (in a checkout: pip install -e '.[rl]'), or set "
+    'PYTHON=/path/to/python" >&2; exit 2; }}'
+)
+
+
 def write_launch(
-    cfg: VerlConfig, out_dir: str | os.PathLike, train_file: str, val_file: str | None
+    cfg: VerlConfig, out_dir: str | os.PathLike, train_file: str, val_file: str
 ) -> dict[str, str]:
     """Write tools.yaml, agent_loop.yaml, launch.sh, ray_job.sh and config.yaml into ``out_dir``; return their paths."""
     from vidlab.io import atomic_write_text
@@ -215,26 +282,28 @@ def write_launch(
     atomic_write_text(tool_path, yaml.safe_dump(tool_config(cfg), sort_keys=False))
     atomic_write_text(loop_path, yaml.safe_dump(agent_loop_config(cfg), sort_keys=False))
     overrides = hydra_overrides(cfg, train_file, val_file, str(tool_path), str(loop_path))
-    repo = Path(__file__).resolve().parents[2]
     env = [
         "#!/usr/bin/env bash",
         f"# VideoBrain GRPO on upstream verl: {cfg.model}, {cfg.nnodes} node(s) x {cfg.n_gpus_per_node} GPUs.",
         "# Written by `vidlab train-agent --engine verl`; edit the overrides or rerun that command.",
+        "# Runs with the vidlab installed in $PYTHON (default python3): its workers import understanding.rl.*.",
         "set -euo pipefail",
-        f'export PYTHONPATH="{repo}${{PYTHONPATH:+:$PYTHONPATH}}"  # understanding.rl.* must import on every worker',
+        'PYTHON="${PYTHON:-python3}"',
+        PREFLIGHT.format(),
         "export VLLM_USE_V1=1 HYDRA_FULL_ERROR=1",
-        "python3 -m verl.trainer.main_ppo \\",
+        '"$PYTHON" -m verl.trainer.main_ppo \\',
     ]
     launch = out / "launch.sh"
     atomic_write_text(launch, _shell(env, overrides))
     launch.chmod(0o755)
-    runtime_env = {"working_dir": str(repo), "env_vars": {"PYTHONPATH": str(repo), "HYDRA_FULL_ERROR": "1"}}
     ray = [
         "#!/usr/bin/env bash",
-        "# The same run submitted to a running Ray cluster (RAY_ADDRESS, e.g. http://HEAD:8265).",
+        "# The same run submitted to a running Ray cluster (RAY_ADDRESS, e.g. http://HEAD:8265). vidlab's packages",
+        "# travel as runtime_env py_modules; the data, config and reward paths below must be readable on the",
+        "# cluster (a shared file system), and its image needs verl (vidlab[rl]'s other dependencies).",
         "set -euo pipefail",
         'ray job submit --address="${RAY_ADDRESS:-http://127.0.0.1:8265}" \\',
-        f"    --runtime-env-json={shlex.quote(yaml.safe_dump(runtime_env, default_flow_style=True).strip())} \\",
+        f"    --runtime-env-json={shlex.quote(json.dumps(runtime_env(cfg), sort_keys=True))} \\",
         "    -- python3 -m verl.trainer.main_ppo \\",
     ]
     ray_job = out / "ray_job.sh"

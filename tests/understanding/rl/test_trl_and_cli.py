@@ -111,7 +111,8 @@ def test_verl_engine_writes_dataset_tool_config_and_launch(needles, tmp_path, ca
         verl_main(["--preset", "rl/verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)]) == 0
     )
     printed = capsys.readouterr().out
-    assert "train rows: 2" in printed and f"bash {out / 'launch.sh'}" in printed
+    # two questions: one trains, one is held out for verl's validation set (never the training file)
+    assert "train rows: 1" in printed and "val rows: 1" in printed and f"bash {out / 'launch.sh'}" in printed
     launch = (out / "launch.sh").read_text()
     assert f"data.train_files={out / 'train.parquet'}" in launch and "Qwen/Qwen3-VL-8B-Instruct" in launch
     assert f"multi_turn.tool_config_path={out / 'tools.yaml'}" in launch

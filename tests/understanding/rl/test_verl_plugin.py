@@ -46,8 +46,10 @@ def verl_out(rl_root, needles, tiny_dir):
         max_prompt_length=4096,
         max_response_length=8192,
     )
-    paths = write_launch(cfg, out, report.path, None)
-    overrides = hydra_overrides(cfg, report.path, None, paths["tools"], paths["agent_loop"])
+    # a separate validation file, as verl reads it
+    val = D.convert(f"jsonl:{needles}", out / "val.parquet", progress=False)
+    paths = write_launch(cfg, out, report.path, val.path)
+    overrides = hydra_overrides(cfg, report.path, val.path, paths["tools"], paths["agent_loop"])
     cfg_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=cfg_dir, version_base=None):
         trainer_cfg = compose(config_name="ppo_trainer", overrides=overrides)
