@@ -79,6 +79,18 @@ def _config(args: argparse.Namespace) -> Any:
     return config_from_args(CompbenchConfig, args).check()
 
 
+def check_devices(cfg: Any) -> None:
+    """Refuse, naming the setting, a ``generate.device`` this machine lacks or GPU workers on a local Ray with
+    no GPU (Ray would otherwise wait forever for a node that can fulfil ``{'GPU': 1}``)."""
+    from vidlab.devices import require_device, require_local_gpus
+
+    require_device(cfg.generate.device, "generate.device")
+    run = cfg.run
+    gpus = getattr(run, "gpus_per_worker", getattr(run, "num_gpus_per_worker", 0))
+    if run.backend == "ray":
+        require_local_gpus(gpus, "run.gpus_per_worker", hint=" generate.device=cpu")
+
+
 def compbench_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab compbench``; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -102,6 +114,8 @@ def compbench_main(argv: list[str] | None = None) -> int:
         return 0 if not res.failed else 1
     if args.command == "generate":
         from generation.compbench.jobs import generate_run
+
+        check_devices(cfg)  # a GPU preset on a machine without one: one line, before Ray waits for a GPU node
 
         res = generate_run(cfg, overwrite=args.overwrite)
         fails = res["plan_failed"]
