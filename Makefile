@@ -4,8 +4,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # torch/torchvision are pinned as a pair (see README: the CPU 2.13.0 file breaks PyPI's torchvision).
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
-# rl (verl + TRL) and torchcodec install beside the rest, so the tests prove every extra works with the others.
-EXTRAS ?= all,dev,rl,torchcodec
+# rl (verl + TRL), torchcodec and lmms (lmms-eval) install beside the rest, so the tests prove every extra works with the others.
+EXTRAS ?= all,dev,rl,torchcodec,lmms
+# lmms-eval's own pins clash with the rest (pyproject's `lmms` extra says which): it installs without them.
+LMMS_EVAL ?= lmms-eval==0.7.3
 OUT ?= outputs/quickstart
 PYTEST_ARGS ?=
 
@@ -19,6 +21,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]" $(TORCH_PIN)
+	$(BIN)/pip install -q --no-deps "$(LMMS_EVAL)"
 	touch $@
 
 venv: $(VENV)/.installed
