@@ -9,9 +9,15 @@ It is a ``PreTrainedTokenizerFast``: saved with the pipeline as ``tokenizer/toke
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import unicodedata
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from generation.toyworld.world import vocabulary
+from vidlab.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerFast
@@ -42,3 +48,47 @@ def build_word_tokenizer(words: list[str] | None = None) -> PreTrainedTokenizerF
         model_max_length=MODEL_MAX_LENGTH,
         padding_side="right",
     )
+
+
+class UnknownWordsError(UserError, ValueError):
+    """A prompt with words a word-level model never saw (checked before the model loads)."""
+
+
+def unknown_words(prompt: str, tokenizer_file: str | os.PathLike) -> list[str] | None:
+    """Words of ``prompt`` missing from a saved word-level ``tokenizer.json`` (None: not a word-level tokenizer).
+
+    Reads the JSON only (no model, no transformers): NFKC + lower-case, then the ``Whitespace`` pre-tokenizer's
+    split (``\\w+`` runs and punctuation runs), as the tokenizer itself does.
+    """
+    data = json.loads(Path(tokenizer_file).read_text(encoding="utf-8"))
+    model = data.get("model") or {}
+    if model.get("type") != "WordLevel":
+        return None
+    vocab = model.get("vocab") or {}
+    text = unicodedata.normalize("NFKC", prompt).lower()
+    seen: list[str] = []
+    for w in re.findall(r"\w+|[^\w\s]+", text):
+        if w not in vocab and w not in seen:
+            seen.append(w)
+    return seen
+
+
+def check_prompt_words(prompt: str, pipeline_dir: str | os.PathLike, model: str = "") -> None:
+    """Refuse, naming the unknown words, a prompt a word-level pipeline (the toy world's) cannot encode.
+
+    Its tokenizer would map those words to ``<unk>`` and the model would draw something else; pipelines with
+    a sub-word tokenizer (every real Wan) pass unchecked.
+    """
+    tok = Path(pipeline_dir) / "tokenizer" / "tokenizer.json"
+    if not tok.is_file():
+        return
+    unknown = unknown_words(prompt, tok)
+    if unknown:
+        vocab = sorted(
+            w for w in json.loads(tok.read_text(encoding="utf-8"))["model"]["vocab"] if w[:1] != "<"
+        )
+        raise UnknownWordsError(
+            f"the prompt has words the {model or str(pipeline_dir)!r} model does not know: "
+            f"{', '.join(repr(w) for w in unknown)} "
+            f"(its whole vocabulary: {' '.join(vocab)})"
+        )
