@@ -1,18 +1,30 @@
-"""Comp-Attn on a Wan that was actually trained: the toy world's held-out multi-subject prompts, exact detectors.
+"""Comp-Attn on a Wan that was actually trained: the toy world's held-out prompts, judged by the exact detector.
 
-Methods: ``baseline`` (Comp-Attn off), ``sci``, ``lam``, ``both`` (rule-planner layouts) and ``placebo`` (LAM fed the
-rule layout with the two subjects' boxes swapped). Every video is judged by the learning-free detector
-(generation.toyworld.detect) against the caption: presence, relation (spatial relation / motion), count, layout
-IoU (against the layout the method was given), seconds per video. Confidence intervals: percentile bootstrap
-over prompts (per-prompt means over seeds). SCI strength and LAM step_fraction are swept on the VALIDATION prompts
-only; the best value of each (presence + relation) is then used on the test prompts.
+Gates come first (the VAE round trip and the base model's single-subject presence): when they fail, no Comp-Attn
+figure below them means much. Then:
 
-    python benchmarks/gen_toyworld.py --quick          # a few prompts, 1 seed: a smoke run (minutes on a busy CPU)
-    python benchmarks/gen_toyworld.py                   # 200 test prompts x 2 seeds, 40 validation prompts
-    python benchmarks/gen_toyworld.py --prompts 60 --seeds 1 --plot generation/toyworld/figures/bench.png
+1. Calibration on the VALIDATION split only (generation/toyworld/splits.py; single-subject captions are training
+   captions by necessity, so their validation scenes use seeds the test never uses): LAM ``alpha_max``, then LAM
+   ``step_fraction`` at the best alpha, SCI ``strength``, and ``lam.mask_source`` fused (when the installed
+   Comp-Attn has it). The paper-faithful defaults stay the defaults; the chosen values are the toy-world preset.
+2. Test: multi-subject held-out prompts (rule-planner layouts) and single-subject position items (the box on the
+   LEFT or RIGHT third) x seeds, for ``baseline``, ``sci``, ``lam``, ``both`` (calibrated values), ``placebo``
+   (LAM with a contradicting layout: the two subjects' boxes swapped, a single box moved to the other side),
+   ``both_default`` (paper-faithful defaults) and ``both_fused`` (calibrated, fused mask source).
 
-The last line of stdout is one JSON object: ``methods`` (baseline, sci, lam, both, placebo -> presence, relation,
-count, iou, seconds + CIs), ``single_subject_presence`` (baseline, both), ``sweep`` and ``chosen``.
+Every video is judged by the learning-free detector (generation.toyworld.detect) on the rendered frames, never on
+the attention LAM biased: presence, relation, swapped (the opposite relation: what the placebo asks for), count,
+IoU with the layout the method was given (``iou``) and with the true one (``iou_real``), where the single subject
+lands (``toward``: its centre's offset from the middle towards the real box, in frame widths), seconds.
+Intervals: percentile bootstrap over items (per-item means over seeds), and of the paired per-item difference vs
+the baseline. Time is a ratio to the baseline measured in the same run.
+
+    python benchmarks/gen_toyworld.py --quick           # a smoke run: few prompts, 1 seed, small grids
+    python benchmarks/gen_toyworld.py                    # 200 test prompts + 48 position items, x 2 seeds
+    python benchmarks/gen_toyworld.py --plot bench.png --sweep-plot sweep.png --cache /tmp/gtw.json  # resumable
+
+The last line of stdout is one JSON object: ``gates`` (first), ``methods``, ``paired_vs_baseline``,
+``both_minus_baseline``, ``position_control``, ``single_subject_presence``, ``sweep``, ``chosen``, ``targets``, ...
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import argparse
 import pathlib
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -28,9 +41,228 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from _common import emit_json, print_table  # noqa: E402
 
-KEYS = ("presence", "presence_colour", "relation", "count", "iou")
+KEYS = ("presence", "presence_colour", "relation", "swapped", "count", "iou", "iou_real")
+SINGLE_KEYS = ("presence", "presence_colour", "toward", "on_side", "found")
+GATE_THRESHOLDS = {"vae_roundtrip": 0.9, "single_presence": 0.8}
 
 
+# ---- summaries -----------------------------------------------------------------------------------------
+def _ci(values, nd: int = 4) -> dict[str, Any]:
+    from generation.toyworld.metrics import bootstrap_ci
+
+    m, lo, hi = bootstrap_ci(list(values))
+    if np.isnan(m):
+        return {"mean": None, "ci": None, "n": 0}
+    return {"mean": round(m, nd), "ci": [round(lo, nd), round(hi, nd)], "n": len(list(values))}
+
+
+def _derive(records: list[dict]) -> list[dict]:
+    """Add per-video ``on_side`` (landed on the real box's half) and ``found`` (subject colour seen) to side items."""
+    out = []
+    for r in records:
+        r = dict(r)
+        if r.get("side"):
+            r["found"] = float(r.get("cx") is not None)
+            r["on_side"] = None if r.get("toward") is None else float(r["toward"] > 0)
+        out.append(r)
+    return out
+
+
+def summarise(records: list[dict], keys=KEYS) -> dict[str, Any]:
+    """Mean + bootstrap CI over items of every key, mean seconds and the number of videos."""
+    from generation.toyworld.evaluate import per_item
+
+    recs = _derive(records)
+    out: dict[str, Any] = {}
+    for key in keys:
+        c = _ci(per_item(recs, key).values())
+        out[key], out[f"{key}_ci"] = c["mean"], c["ci"]
+    out["seconds"] = round(float(np.mean([r["seconds"] for r in recs])), 4) if recs else None
+    out["videos"] = len(recs)
+    return out
+
+
+def paired(base: list[dict], other: list[dict], key: str) -> dict[str, Any]:
+    """Bootstrap CI of the per-item difference other - base (items both have a value for)."""
+    from generation.toyworld.evaluate import per_item
+    from generation.toyworld.metrics import paired_ci
+
+    m, lo, hi, n = paired_ci(per_item(_derive(base), key), per_item(_derive(other), key))
+    if n == 0:
+        return {}
+    return {"diff": round(m, 4), "ci": [round(lo, 4), round(hi, 4)], "n": n}
+
+
+def time_ratio(base: list[dict], other: list[dict]) -> dict[str, Any]:
+    """Per-item ratio of mean seconds (other / base), both measured in this run; bootstrap CI over items."""
+    from generation.toyworld.evaluate import per_item
+
+    a, b = per_item(base, "seconds"), per_item(other, "seconds")
+    return _ci([b[k] / a[k] for k in a if k in b and a[k] > 0], 3)
+
+
+def selection_score(row: dict, base: dict, tol: float = 0.05) -> float:
+    """Validation objective for a LAM setting: relation + true-layout IoU + 2 x toward-box shift, and -inf when
+    multi- or single-subject presence falls more than ``tol`` below the baseline's."""
+    for key in ("presence", "single_presence"):
+        if (row.get(key) or 0.0) < (base.get(key) or 0.0) - tol:
+            return float("-inf")
+    return (row.get("relation") or 0.0) + (row.get("iou_real") or 0.0) + 2.0 * (row.get("toward") or 0.0)
+
+
+def sci_score(row: dict, base: dict, tol: float = 0.05) -> float:
+    """Validation objective for SCI strength: multi-subject presence + relation (single presence kept within tol)."""
+    if (row.get("single_presence") or 0.0) < (base.get("single_presence") or 0.0) - tol:
+        return float("-inf")
+    return (row.get("presence") or 0.0) + (row.get("relation") or 0.0)
+
+
+def best_value(rows: list[dict], score) -> float:
+    """The grid value with the highest score (ties: the smaller value)."""
+    return max(rows, key=lambda r: (score(r), -r["value"]))["value"]
+
+
+# ---- gates ---------------------------------------------------------------------------------------------
+def _vae_roundtrip_fallback(pipe: Any, quick: bool, n_frames: int) -> dict[str, Any]:
+    """Until generation.toyworld.gates lands: clean single-subject renders through the VAE, the share of frames
+    where the detector still finds the caption's colour+shape, per frame position (the gate value is the minimum)."""
+    import torch
+
+    from generation.toyworld.detect import detect_video
+    from generation.toyworld.splits import single_prompts
+    from generation.toyworld.world import WorldConfig, parse_caption, render, scene_for_caption
+
+    caps = single_prompts()[:: 4 if quick else 1]
+    cfg = WorldConfig(frames=n_frames)
+    hits = []
+    for i, cap in enumerate(caps):
+        clip = render(scene_for_caption(cap, np.random.default_rng(20_000 + i), cfg))
+        x = torch.from_numpy(clip).permute(3, 0, 1, 2)[None].float() / 127.5 - 1.0
+        with torch.no_grad():
+            y = pipe.vae.decode(pipe.vae.encode(x).latent_dist.mean).sample[0].permute(1, 2, 3, 0)
+        back = ((y.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).numpy()
+        subj = parse_caption(cap).subjects[0]
+        hits.append(
+            [any(d.colour == subj[0] and d.shape == subj[1] for d in fr) for fr in detect_video(back)]
+        )
+    per_pos = np.mean(np.array(hits, dtype=float), axis=0)
+    return {
+        "value": round(float(per_pos.min()), 4),
+        "per_frame_position": [round(float(v), 4) for v in per_pos],
+        "clips": len(caps),
+        "source": "benchmark fallback (generation.toyworld.gates not found)",
+    }
+
+
+def gates(pipe: Any, single_baseline: list[dict], quick: bool, n_frames: int) -> dict[str, Any]:
+    """The gates, reported before any Comp-Attn figure: VAE round trip, base-model single-subject presence."""
+    import importlib
+
+    try:  # A1's gate code (the one implementation)
+        g: Any = importlib.import_module("generation.toyworld.gates")
+    except ImportError:
+        g = None
+    vae = (
+        g.vae_roundtrip(pipe, quick=quick)
+        if g is not None
+        else _vae_roundtrip_fallback(pipe, quick, n_frames)
+    )
+    base = summarise(single_baseline, ("presence",))
+    single = {
+        "value": base["presence"],
+        "ci": base["presence_ci"],
+        "videos": base["videos"],
+        "what": "base model, single-subject captions (all training captions, by necessity) on unseen seeds",
+    }
+    out = {"vae_roundtrip": vae, "single_presence": single}
+    for name, d in out.items():
+        d.setdefault("threshold", GATE_THRESHOLDS[name])
+        d["passed"] = bool(d.get("value") is not None and d["value"] >= d["threshold"])
+    return out
+
+
+# ---- plots ---------------------------------------------------------------------------------------------
+def _plot(summary: dict, path: pathlib.Path, note: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vidlab.io import atomic_path
+
+    methods = list(summary)
+    keys = ("presence", "relation", "swapped", "iou_real")
+    fig, ax = plt.subplots(figsize=(8, 3.4), dpi=120)
+    w = 0.8 / len(methods)
+    for i, m in enumerate(methods):
+        vals = [summary[m][k] or 0.0 for k in keys]
+        cis = [summary[m][f"{k}_ci"] or [v, v] for k, v in zip(keys, vals)]
+        err = np.array([[v - c[0] for v, c in zip(vals, cis)], [c[1] - v for v, c in zip(vals, cis)]])
+        ax.bar(np.arange(len(keys)) + i * w, vals, w, yerr=np.clip(err, 0, None), capsize=2, label=m)
+    ax.set_xticks(np.arange(len(keys)) + 0.4 - w / 2, keys)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("mean over prompts (95% CI)")
+    ax.set_title(f"Comp-Attn on the trained toy-world Wan ({note})", fontsize=9)
+    ax.legend(fontsize=7, ncol=4, loc="upper center")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+
+
+def _plot_sweep(sweep: dict, base: dict, chosen: dict, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vidlab.io import atomic_path
+
+    panels = [k for k in ("lam.alpha_max", "lam.step_fraction", "sci.strength") if sweep.get(k)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), dpi=120, squeeze=False)
+    series = ("presence", "relation", "iou_real", "toward", "single_presence")
+    for ax, name in zip(axes[0], panels):
+        rows = sweep[name]
+        xs = [r["value"] for r in rows]
+        for key in series:
+            ax.plot(xs, [r.get(key) or 0.0 for r in rows], marker="o", label=key)
+            if base.get(key) is not None:
+                ax.axhline(base[key], lw=0.6, ls=":", color=ax.lines[-1].get_color())
+        ax.axvline(chosen[name], lw=0.8, color="k", ls="--")
+        ax.set_xscale("log" if min(xs) > 0 and max(xs) / min(xs) >= 8 else "linear")
+        ax.set_xlabel(name)
+        ax.set_ylim(-0.1, 1)
+        ax.set_title(f"{name} (validation; dotted: baseline)", fontsize=8)
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+
+
+def write_preset(path: pathlib.Path, chosen: dict, base: pathlib.Path, note: str) -> pathlib.Path:
+    """The calibrated generate preset: the model's preset with the values chosen on the validation split."""
+    import yaml
+
+    from vidlab.io import atomic_write_text
+
+    cfg = yaml.safe_load(base.read_text(encoding="utf-8"))
+    comp = cfg.setdefault("comp_attn", {})
+    for key, value in chosen.items():
+        part, name = key.split(".", 1)
+        comp.setdefault(part, {})[name] = value
+    header = (
+        "# The toy-world Wan with Comp-Attn's strengths calibrated for THIS model (written by\n"
+        "# benchmarks/gen_toyworld.py --write-preset; values chosen on the validation prompts only).\n"
+        "# The paper-faithful defaults stay in CompAttnConfig and in configs/generate/toyworld.yaml.\n"
+        f"# {note}\n"
+    )
+    return atomic_write_text(path, header + yaml.safe_dump(cfg, sort_keys=False))
+
+
+# ---- the run -------------------------------------------------------------------------------------------
 def _subset(prompts: list[str], n: int) -> list[str]:
     """The first ``n`` prompts, keeping the relation / count proportions of the split."""
     if n >= len(prompts):
@@ -41,212 +273,319 @@ def _subset(prompts: list[str], n: int) -> list[str]:
     return rel[: n - k] + cnt[:k]
 
 
-def _summary(records: list[dict], baseline_seconds: float | None = None) -> dict:
-    from generation.toyworld.evaluate import per_prompt
-    from generation.toyworld.metrics import bootstrap_ci
-
-    out: dict = {}
-    for key in (*KEYS, "swapped"):
-        m, lo, hi = bootstrap_ci(per_prompt(records, key))
-        out[key] = None if np.isnan(m) else round(m, 4)
-        out[f"{key}_ci"] = None if np.isnan(m) else [round(lo, 4), round(hi, 4)]
-    out["seconds"] = round(float(np.mean([r["seconds"] for r in records])), 4)
-    if baseline_seconds:
-        out["overhead"] = round(out["seconds"] / baseline_seconds - 1.0, 4)
-    out["videos"] = len(records)
+def _chunks(multi: list, single: list, nm: int, ns: int) -> list[tuple[str, list]]:
+    """Multi-subject and position items in chunks, interleaved so both advance at the same pace (a run stopped
+    by its time budget still has every method on the same items of both kinds)."""
+    cm = [("multi", multi[i : i + nm]) for i in range(0, len(multi), nm)]
+    cs = [("single", single[i : i + ns]) for i in range(0, len(single), ns)]
+    out: list[tuple[str, list]] = []
+    i = j = 0
+    while i < len(cm) or j < len(cs):
+        if j < len(cs) and (i >= len(cm) or j / len(cs) <= i / len(cm)):
+            out.append(cs[j])
+            j += 1
+        else:
+            out.append(cm[i])
+            i += 1
     return out
 
 
-def _paired(a: list[dict], b: list[dict], key: str) -> dict:
-    """Bootstrap CI of the per-prompt difference b - a."""
-    from generation.toyworld.metrics import bootstrap_ci
-
-    pa: dict[str, list[float]] = {}
-    pb: dict[str, list[float]] = {}
-    for recs, d in ((a, pa), (b, pb)):
-        for r in recs:
-            if r.get(key) is not None:
-                d.setdefault(r["prompt"], []).append(float(r[key]))
-    diffs = [np.mean(pb[p]) - np.mean(pa[p]) for p in pa if p in pb]
-    m, lo, hi = bootstrap_ci(diffs)
-    return {"diff": round(m, 4), "ci": [round(lo, 4), round(hi, 4)]} if diffs else {}
-
-
-def _vae_roundtrip(pipe, prompts: list[str]) -> dict:
-    """Detector scores on clean renders and on the same clips passed through the trained VAE (an upper bound)."""
-    import torch
-
-    from generation.toyworld.metrics import score_video
-    from generation.toyworld.world import render, scene_for_caption
-
-    clean, recon = [], []
-    for i, p in enumerate(prompts):
-        frames = render(scene_for_caption(p, np.random.default_rng(10_000 + i)))
-        x = torch.from_numpy(frames).permute(3, 0, 1, 2)[None].float() / 127.5 - 1.0
-        with torch.no_grad():
-            z = pipe.vae.encode(x).latent_dist.mean
-            y = pipe.vae.decode(z).sample[0].permute(1, 2, 3, 0)
-        back = ((y.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).numpy()
-        clean.append(score_video(p, frames).presence)
-        recon.append(score_video(p, back))
+def _val_row(value: float, multi: list[dict], single: list[dict]) -> dict[str, Any]:
+    m, s = summarise(multi), summarise(single, SINGLE_KEYS)
     return {
-        "clips": len(prompts),
-        "presence_clean": round(float(np.mean(clean)), 4),
-        "presence_vae": round(float(np.mean([r.presence for r in recon])), 4),
-        "presence_colour_vae": round(float(np.mean([r.presence_colour for r in recon])), 4),
-        "relation_vae": round(
-            float(np.mean([r.relation for r in recon if r.relation is not None] or [0])), 4
-        ),
+        "value": value,
+        "presence": m["presence"],
+        "relation": m["relation"],
+        "swapped": m["swapped"],
+        "iou_real": m["iou_real"],
+        "single_presence": s["presence"],
+        "toward": s["toward"],
+        "on_side": s["on_side"],
     }
 
 
-def _plot(summary: dict, path: pathlib.Path, note: str) -> None:
-    import matplotlib
+def _has_mask_source() -> bool:
+    import dataclasses
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from generation.comp_attn import LAMConfig
 
-    from vidlab.io import atomic_path
-
-    methods = list(summary)
-    keys = ("presence", "relation", "count")
-    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=120)
-    w = 0.8 / len(methods)
-    for i, m in enumerate(methods):
-        vals = [summary[m][k] or 0.0 for k in keys]
-        cis = [summary[m][f"{k}_ci"] or [v, v] for k, v in zip(keys, vals)]
-        err = np.array([[v - c[0] for v, c in zip(vals, cis)], [c[1] - v for v, c in zip(vals, cis)]])
-        ax.bar(np.arange(len(keys)) + i * w, vals, w, yerr=err, capsize=2, label=m)
-    ax.set_xticks(np.arange(len(keys)) + 0.4 - w / 2, keys)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("share of prompts")
-    ax.set_title(f"Comp-Attn on the trained toy-world Wan ({note})", fontsize=9)
-    ax.legend(fontsize=7, ncol=5, loc="upper center")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    return "mask_source" in {f.name for f in dataclasses.fields(LAMConfig)}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="10 test prompts, 6 validation prompts, 1 seed")
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke run: 8 test prompts, 4 position captions, 1 seed"
+    )
     ap.add_argument("--model", default=None, help="toy-world pipeline dir (default: the shipped weights)")
-    ap.add_argument("--prompts", type=int, default=None, help="test prompts to use (default 200; quick 10)")
+    ap.add_argument(
+        "--prompts", type=int, default=None, help="multi-subject test prompts (default 200; quick 8)"
+    )
     ap.add_argument("--val-prompts", type=int, default=None, help="validation prompts (default 40; quick 6)")
     ap.add_argument(
-        "--single-prompts", type=int, default=None, help="single-subject prompts (default 24; quick 6)"
+        "--single-prompts",
+        type=int,
+        default=None,
+        help="single-subject captions, each with its box left and right (default 24 -> 48 items; quick 4)",
     )
-    ap.add_argument("--seeds", type=int, default=None, help="seeds per prompt (default 2; quick 1)")
-    ap.add_argument("--steps", type=int, default=None, help="denoising steps (default: SamplingConfig, 12)")
-    ap.add_argument("--plot", default=None, help="write a bar chart PNG here")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per test item (default 2; quick 1)")
+    ap.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's)")
+    ap.add_argument("--no-sweep", action="store_true", help="skip calibration; use --alpha-max etc. as given")
+    ap.add_argument("--alpha-max", type=float, default=None, help="with --no-sweep: lam.alpha_max")
+    ap.add_argument("--step-fraction", type=float, default=None, help="with --no-sweep: lam.step_fraction")
+    ap.add_argument("--sci-strength", type=float, default=None, help="with --no-sweep: sci.strength")
+    ap.add_argument("--cache", default=None, help="JSON file of finished videos: a rerun skips them (resume)")
+    ap.add_argument("--plot", default=None, help="write the methods' bar chart PNG here")
+    ap.add_argument("--sweep-plot", default=None, help="write the calibration curves PNG here")
+    ap.add_argument(
+        "--budget-min",
+        type=float,
+        default=None,
+        help="stop starting new test chunks after this many minutes (the summary says how far it got)",
+    )
+    ap.add_argument(
+        "--core-only",
+        action="store_true",
+        help="test only baseline, sci, lam, both, placebo (not both_default / both_fused)",
+    )
+    ap.add_argument(
+        "--write-preset",
+        default=None,
+        help="write the calibrated generate preset here (e.g. configs/generate/toyworld-calibrated.yaml)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
     import torch
 
-    from generation.toyworld.evaluate import SamplingConfig, load_toyworld_pipeline, run_method
+    from generation.comp_attn import LAMConfig, SCIConfig
+    from generation.toyworld.evaluate import (
+        RecordCache,
+        SamplingConfig,
+        load_toyworld_pipeline,
+        model_fingerprint,
+        multi_items,
+        run_method,
+        single_items,
+    )
     from generation.toyworld.splits import single_prompts, test_prompts, val_prompts
 
     torch.set_num_threads(1)
     q = args.quick
-    n_test = args.prompts or (10 if q else 200)
+    n_test = args.prompts or (8 if q else 200)
     n_val = args.val_prompts or (6 if q else 40)
-    n_single = args.single_prompts or (6 if q else 24)
+    n_single = args.single_prompts or (4 if q else 24)
     seeds = list(range(args.seeds or (1 if q else 2)))
-    sampling = SamplingConfig()
+    sampling = SamplingConfig.from_model(args.model)
     if args.steps:
         sampling.steps = int(args.steps)
-    sci_grid = [0.5, 2.0] if q else [0.25, 0.5, 1.0, 2.0, 4.0]
-    lam_grid = [0.3, 0.6] if q else [0.1, 0.25, 0.5, 0.75, 1.0]
     prog = not args.no_progress
     t_all = time.perf_counter()
     pipe = load_toyworld_pipeline(args.model)
+    fp = model_fingerprint(pipe)
+    cache = RecordCache(pathlib.Path(args.cache) if args.cache else None)  # in memory only without --cache
+    deadline = t_all + 60 * args.budget_min if args.budget_min else None
+    fused_ok = _has_mask_source()
+    run = lambda method, items, sds, ov, desc: run_method(  # noqa: E731
+        pipe,
+        method,
+        items,
+        sds,
+        sampling,
+        overrides=ov,
+        progress=prog,
+        desc=desc,
+        cache=cache,
+        fingerprint=fp,
+    )
 
-    # 0. how far the detector can see through the trained VAE: clean test-prompt renders, encoded + decoded
-    vae_recon = _vae_roundtrip(pipe, _subset(test_prompts(), 8 if q else 40))
+    all_singles = single_prompts()
+    singles = all_singles[:: max(1, len(all_singles) // n_single)][:n_single]
+    single_test = single_items(singles, both_sides=True)
+    test = multi_items(_subset(test_prompts(), n_test))
 
-    # 1. sweeps on the validation split (never the test prompts)
-    val = _subset(val_prompts(), n_val)
-    sweep: dict = {"sci.strength": [], "lam.step_fraction": []}
-    for v in sci_grid:
-        recs = run_method(pipe, "sci", val, [0], sampling, sci_strength=v, progress=prog, desc=f"val sci {v}")
-        s = _summary(recs)
-        sweep["sci.strength"].append({"value": v, "presence": s["presence"], "relation": s["relation"]})
-    for v in lam_grid:
-        recs = run_method(
-            pipe, "lam", val, [0], sampling, step_fraction=v, progress=prog, desc=f"val lam {v}"
-        )
-        s = _summary(recs)
-        sweep["lam.step_fraction"].append({"value": v, "presence": s["presence"], "relation": s["relation"]})
+    # 0. gates first (the base model's single-subject presence comes from the baseline on the position items)
+    single_base = run("baseline", single_test, seeds, {}, "gate: single baseline")
+    gate = gates(pipe, single_base, q, sampling.frames)
+    print(
+        "gates: "
+        + "; ".join(
+            f"{k} {v.get('value')} (>= {v['threshold']}: {'PASS' if v['passed'] else 'FAIL'})"
+            for k, v in gate.items()
+        ),
+        flush=True,
+    )
 
-    def best(rows):
-        return max(rows, key=lambda r: ((r["presence"] or 0) + (r["relation"] or 0), -r["value"]))["value"]
+    # 1. calibration on the validation split only
+    defaults = {
+        "lam.alpha_max": LAMConfig().alpha_max,
+        "lam.step_fraction": LAMConfig().step_fraction,
+        "sci.strength": SCIConfig().strength,
+    }
+    sweep: dict[str, list[dict]] = {}
+    val_base: dict = {}
+    if args.no_sweep:
+        chosen = dict(defaults)
+        for k, v in (
+            ("lam.alpha_max", args.alpha_max),
+            ("lam.step_fraction", args.step_fraction),
+            ("sci.strength", args.sci_strength),
+        ):
+            if v is not None:
+                chosen[k] = float(v)
+    else:
+        val_multi = multi_items(_subset(val_prompts(), n_val))
+        # single-subject captions are training captions: their validation scenes use seeds the test never uses
+        val_single = single_items(all_singles[:: 6 if q else 2], both_sides=False)
+        vseeds_m, vseeds_s = [0], ([1000] if q else [1000, 1001])
 
-    chosen = {
-        "sci.strength": best(sweep["sci.strength"]),
-        "lam.step_fraction": best(sweep["lam.step_fraction"]),
+        def val(method: str, ov: dict, desc: str) -> tuple[list[dict], list[dict]]:
+            return run(method, val_multi, vseeds_m, ov, desc), run(method, val_single, vseeds_s, ov, desc)
+
+        val_base = _val_row(0.0, *val("baseline", {}, "val baseline"))
+        alpha_grid = [1.0, 4.0] if q else [1.0, 2.0, 4.0, 8.0]
+        step_grid = [0.3, 0.6] if q else [0.3, 0.6, 1.0]
+        sci_grid = [0.5, 2.0] if q else [0.5, 1.0, 2.0]
+        sweep["lam.alpha_max"] = [
+            _val_row(a, *val("lam", {"lam.alpha_max": a}, f"val lam alpha_max={a}")) for a in alpha_grid
+        ]
+        a_best = best_value(sweep["lam.alpha_max"], lambda r: selection_score(r, val_base))
+        sweep["lam.step_fraction"] = [
+            _val_row(f, *val("lam", {"lam.alpha_max": a_best, "lam.step_fraction": f}, f"val lam step={f}"))
+            for f in step_grid
+        ]
+        f_best = best_value(sweep["lam.step_fraction"], lambda r: selection_score(r, val_base))
+        sweep["sci.strength"] = [
+            _val_row(v, *val("sci", {"sci.strength": v}, f"val sci strength={v}")) for v in sci_grid
+        ]
+        s_best = best_value(sweep["sci.strength"], lambda r: sci_score(r, val_base))
+        chosen = {"lam.alpha_max": a_best, "lam.step_fraction": f_best, "sci.strength": s_best}
+        if fused_ok:
+            ov = {"lam.alpha_max": a_best, "lam.step_fraction": f_best}
+            sweep["lam.mask_source"] = [
+                _val_row(0.0, *val("lam", ov, "val lam box")) | {"value": "box"},
+                _val_row(0.0, *val("lam", ov | {"lam.mask_source": "fused"}, "val lam fused"))
+                | {"value": "fused"},
+            ]
+        print(f"validation baseline: {val_base}\nvalidation sweep: {sweep}\nchosen: {chosen}", flush=True)
+
+    # 2. the test prompts and the position items
+    lam_ov = {"lam.alpha_max": chosen["lam.alpha_max"], "lam.step_fraction": chosen["lam.step_fraction"]}
+    ovs: dict[str, dict] = {
+        "baseline": {},
+        "sci": {"sci.strength": chosen["sci.strength"]},
+        "lam": lam_ov,
+        "both": {**lam_ov, "sci.strength": chosen["sci.strength"]},
+        "placebo": lam_ov,
+    }
+    if not args.core_only:
+        ovs["both_default"] = {}
+        if fused_ok:
+            ovs["both_fused"] = {**ovs["both"], "lam.mask_source": "fused"}
+    multi: dict[str, list[dict]] = {m: [] for m in ovs}
+    single: dict[str, list[dict]] = {m: [] for m in ovs}
+    chunks = _chunks(test, single_test, 10 if not q else 4, 4)
+    done = {"multi": 0, "single": 0}
+    stopped = False
+    for kind, items in chunks:
+        if deadline is not None and time.perf_counter() > deadline:
+            stopped = True
+            break
+        dest = multi if kind == "multi" else single
+        for m, ov in ovs.items():
+            dest[m] += run(m, items, seeds, ov, f"{kind} {m} [{done[kind]}+{len(items)}]")
+        done[kind] += len(items)
+    print(
+        f"test items done: {done} of multi {len(test)}, single {len(single_test)}; stopped early: {stopped}"
+    )
+
+    base = multi["baseline"]
+    methods = {m: summarise(r) for m, r in multi.items()}
+    for m, r in multi.items():
+        methods[m]["time_ratio"] = time_ratio(base, r)
+    pair_keys = ("presence", "presence_colour", "relation", "swapped", "count", "iou", "iou_real")
+    paired_vs = {m: {k: paired(base, multi[m], k) for k in pair_keys} for m in multi if m != "baseline"}
+    single_sum = {m: summarise(r, SINGLE_KEYS) for m, r in single.items()}
+    single_paired = {
+        m: {k: paired(single["baseline"], single[m], k) for k in ("presence", "toward")}
+        for m in single
+        if m != "baseline"
+    }
+    shift = paired(single["placebo"], single["lam"], "toward")
+    shift_both = paired(single["placebo"], single["both"], "toward")
+    position = {
+        "what": "single-subject prompts, box on the left or right third; the detector's centre of the subject's colour "
+        "(x, frame widths) signed towards the REAL box; placebo = LAM fed the box on the other side",
+        "items": len(single_test),
+        "seeds": len(seeds),
+        "shift_real_vs_placebo": shift,  # lam (real box) minus placebo (mirrored box), paired per item
+        "shift_both_vs_placebo": shift_both,
+        "toward_box": {m: {"mean": s["toward"], "ci": s["toward_ci"]} for m, s in single_sum.items()},
+        "on_side_share": {m: {"mean": s["on_side"], "ci": s["on_side_ci"]} for m, s in single_sum.items()},
+        "found": {m: s["found"] for m, s in single_sum.items()},
+        "target": 0.15,
+    }
+    single_presence = {m: s["presence"] for m, s in single_sum.items()}
+    single_colour = {m: s["presence_colour"] for m, s in single_sum.items()}
+
+    def excl0(d: dict, sign: int = 1) -> bool:
+        return bool(d and d["ci"][0 if sign > 0 else 1] * sign > 0)
+
+    pb = paired_vs
+    targets = {
+        "gates_met": all(v["passed"] for v in gate.values()),
+        "both_raises_relation": excl0(pb["both"]["relation"]),
+        "both_raises_iou": excl0(pb["both"]["iou_real"]),
+        "placebo_moves_other_way": bool(
+            pb["placebo"]["relation"]
+            and pb["placebo"]["relation"]["diff"] < 0
+            and pb["placebo"]["swapped"]["diff"] > 0
+        ),
+        "sci_or_both_raises_presence": excl0(pb["sci"]["presence"]) or excl0(pb["both"]["presence"]),
+        "single_presence_drop_within_2pts": bool(
+            single_paired["both"]["presence"] and single_paired["both"]["presence"]["diff"] >= -0.02
+        ),
+        "position_shift_ge_0.15": bool(shift and shift["diff"] >= 0.15),
     }
 
-    # 2. the test prompts
-    test = _subset(test_prompts(), n_test)
-    records: dict[str, list[dict]] = {}
-    for m in ("baseline", "sci", "lam", "both", "placebo"):
-        records[m] = run_method(
-            pipe,
-            m,
-            test,
-            seeds,
-            sampling,
-            sci_strength=chosen["sci.strength"],
-            step_fraction=chosen["lam.step_fraction"],
-            progress=prog,
-            desc=f"test {m}",
-        )
-    base_s = float(np.mean([r["seconds"] for r in records["baseline"]]))
-    methods = {m: _summary(r, base_s) for m, r in records.items()}
-    # the placebo's spatial relation is judged on the relation prompts only (count prompts have no relation)
-    paired = {
-        k: _paired(records["baseline"], records["both"], k) for k in ("presence", "relation", "count", "iou")
-    }
-
-    # 3. single-subject prompts: Comp-Attn must not hurt what the base model already does
-    singles = single_prompts()[:: max(1, len(single_prompts()) // n_single)][:n_single]
-    single = {
-        m: run_method(
-            pipe,
-            m,
-            singles,
-            seeds,
-            sampling,
-            sci_strength=chosen["sci.strength"],
-            step_fraction=chosen["lam.step_fraction"],
-            progress=prog,
-            desc=f"single {m}",
-        )
-        for m in ("baseline", "both")
-    }
-    single_presence = {m: _summary(r)["presence"] for m, r in single.items()}
-    single_colour = {m: _summary(r)["presence_colour"] for m, r in single.items()}
-
-    rows = [{"method": m, **{k: methods[m][k] for k in (*KEYS, "swapped", "seconds")}} for m in methods]
-    print_table(rows, ["method", *KEYS, "swapped", "seconds"])
-    print(f"validation sweep: {sweep}\nchosen: {chosen}")
-    print(f"single-subject presence: {single_presence} (colour only: {single_colour})")
-    note = f"{len(test)} test prompts x {len(seeds)} seeds"
+    cols = ["method", "presence", "relation", "swapped", "count", "iou", "iou_real", "seconds"]
+    print_table([{"method": m, **{k: s[k] for k in cols[1:]}} for m, s in methods.items()], cols)
+    scols = ["method", "presence", "toward", "on_side", "found"]
+    print_table([{"method": m, **{k: s[k] for k in scols[1:]}} for m, s in single_sum.items()], scols)
+    print(f"position shift, real vs placebo box (lam): {shift}; (both): {shift_both}")
+    print(f"targets: {targets}")
+    note = f"{done['multi']} test prompts x {len(seeds)} seeds"
     if args.plot:
         _plot(methods, pathlib.Path(args.plot), note)
+    if args.write_preset and sweep:
+        base_preset = pathlib.Path(__file__).resolve().parents[1] / "configs" / "generate" / "toyworld.yaml"
+        write_preset(
+            pathlib.Path(args.write_preset),
+            chosen,
+            base_preset,
+            f"model {fp}: validation sweep {', '.join(f'{k}={v}' for k, v in chosen.items())}",
+        )
+    if args.sweep_plot and sweep:
+        _plot_sweep(sweep, val_base, chosen, pathlib.Path(args.sweep_plot))
     emit_json(
         {
             "benchmark": "gen_toyworld",
+            "gates": gate,
             "quick": q,
-            "test_prompts": len(test),
-            "val_prompts": len(val),
+            "model_fingerprint": fp,
+            "test_prompts": done["multi"],
+            "single_items_done": done["single"],
+            "stopped_by_budget": stopped,
+            "val_prompts": min(n_val, len(val_prompts())),
+            "single_items": len(single_test),
             "seeds": len(seeds),
             "sampling": vars(sampling),
             "methods": methods,
-            "both_minus_baseline": paired,
+            "paired_vs_baseline": paired_vs,
+            "both_minus_baseline": paired_vs["both"],
+            "position_control": position,
+            "single_subject": single_sum,
+            "single_subject_paired_vs_baseline": single_paired,
             "single_subject_presence": single_presence,
             "single_subject_presence_colour_only": single_colour,
             "detector_on_samples": {
@@ -254,9 +593,12 @@ def main(argv: list[str] | None = None) -> int:
                 "in >= 50% of frames (generator and detector errors together)",
                 "value": single_presence["baseline"],
             },
-            "vae_roundtrip": vae_recon,
+            "vae_roundtrip": gate["vae_roundtrip"],
             "sweep": sweep,
+            "val_baseline": val_base,
+            "defaults": defaults,
             "chosen": chosen,
+            "targets": targets,
             "total_seconds": round(time.perf_counter() - t_all, 1),
         }
     )

@@ -197,3 +197,25 @@ def test_run_method_on_the_shipped_model_and_a_resume_never_touches_it(tmp_path)
             cache=RecordCache(tmp_path / "c.json"),
             fingerprint=fp,
         )
+
+
+def test_calibrated_preset_is_the_model_preset_with_the_chosen_values(tmp_path):
+    import yaml
+
+    from generation.comp_attn import CompAttnConfig
+    from vidlab.config import from_dict
+
+    b = _bench()
+    chosen = {"lam.alpha_max": 4.0, "lam.step_fraction": 0.6, "sci.strength": 1.0}
+    out = b.write_preset(
+        tmp_path / "cal.yaml", chosen, ROOT / "configs" / "generate" / "toyworld.yaml", "test"
+    )
+    text = out.read_text()
+    assert text.startswith("# The toy-world Wan")
+    cfg = yaml.safe_load(text)
+    base = yaml.safe_load((ROOT / "configs" / "generate" / "toyworld.yaml").read_text())
+    assert cfg["model"] == base["model"] and cfg["frames"] == base["frames"]
+    assert cfg["comp_attn"]["lam"]["alpha_max"] == 4.0 and cfg["comp_attn"]["lam"]["step_fraction"] == 0.6
+    assert cfg["comp_attn"]["sci"]["strength"] == 1.0
+    comp = from_dict(CompAttnConfig, cfg["comp_attn"])  # the preset's comp_attn block is a valid config
+    assert comp.lam.alpha_max == 4.0
