@@ -74,7 +74,8 @@ def cost(args) -> dict:
     """Part 1: per-step time with and without Comp-Attn on the same transformer and inputs."""
     from diffusers import WanTransformer3DModel
 
-    from generation.comp_attn import CompAttnConfig, apply_comp_attn
+    from generation.comp_attn import apply_comp_attn
+    from generation.config import CompAttnConfig
     from generation.controller import CallState
     from generation.sci import compute_sci
 
@@ -143,7 +144,8 @@ def cost(args) -> dict:
         if comp_on:
             state["comp"].controller.begin(CallState(cond_ref=text, targets=targets, sci=sci))
         clock["attn2"] = 0.0
-        with torch.no_grad():
+        # as WanPipeline calls it: the controller learns the pass from cache_context
+        with torch.no_grad(), tr.cache_context("cond"):
             tr(hidden_states=latents, timestep=timesteps[step : step + 1].to(dev), encoder_hidden_states=text)
         sync()
         in_step["comp_attn_lam" if comp_on else "default"].append(clock["attn2"])
@@ -176,7 +178,8 @@ def cost(args) -> dict:
         if mode != "default":
             ctl = state["comp"].controller
             ctl.begin(CallState(cond_ref=text, targets=targets))
-            ctl.is_cond, ctl.progress = True, (0.0 if mode == "lam" else 0.99)
+            ctl.on_forward("transformer", "cond")  # step 0: LAM's window
+            ctl.lam_now = mode == "lam"  # passthrough: a cond forward outside the window
         with torch.no_grad():
             attn2(hid, ctx, None, None)
         sync()
@@ -237,7 +240,8 @@ def cost(args) -> dict:
 def effect(quick: bool) -> dict:
     """Part 2: non-circular in-box attention with LAM off / real layout / placebo layout; SCI cosine."""
     from generation.attention_measure import layout_faithfulness, placebo_layout
-    from generation.comp_attn import CompAttnConfig, apply_comp_attn
+    from generation.comp_attn import apply_comp_attn
+    from generation.config import CompAttnConfig
     from generation.planners import plan_layout
     from generation.sci import compute_sci, encode_anchors, mean_pairwise_cosine, pooled
     from generation.tiny import build_tiny_pipeline

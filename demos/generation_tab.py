@@ -167,7 +167,7 @@ class GenerationService:
     """One loaded Wan pipeline (lazily), planning, and one-at-a-time generation with or without Comp-Attn."""
 
     def __init__(self, config: DemoGenerationConfig, work: WorkArea):
-        from generation.cli import GenerateConfig
+        from generation.pipeline import GenerateConfig
         from vidlab.config import resolve
 
         self.config = config
@@ -184,7 +184,7 @@ class GenerationService:
 
     def pipeline(self) -> Any:
         if self._pipe is None:
-            from generation.cli import load_pipeline
+            from generation.pipeline import load_pipeline
 
             self._pipe = load_pipeline(self.base)
         return self._pipe
@@ -247,8 +247,7 @@ class GenerationService:
 
     def generate(self, prompt: str, layout: Any, **ui: Any) -> dict[str, Any]:
         """Run one request; returns the paths the UI shows and what Comp-Attn did (all validated first)."""
-        from generation.cli import pipeline_kwargs, to_uint8
-        from generation.comp_attn import apply_comp_attn
+        from generation.pipeline import generate_video
         from vidlab.io import atomic_write_json
         from vidlab.video import write_video
 
@@ -260,19 +259,10 @@ class GenerationService:
         cfg = self.settings(**ui)
         with self._lock:  # one Comp-Attn call per loaded model at a time
             t0 = time.perf_counter()
-            pipe = self.pipeline()
-            comp = apply_comp_attn(pipe, cfg.comp_attn)
-            try:
-                res = comp.generate(
-                    prompt,
-                    layout=layout if cfg.comp_attn.enabled else None,
-                    **pipeline_kwargs(cfg, pipe),
-                )
-            finally:
-                comp.remove()
+            gen = generate_video(self.pipeline(), cfg, prompt, layout if cfg.comp_attn.enabled else None)
+            res, frames = gen.result, gen.frames
             seconds = time.perf_counter() - t0
         out = self.work.new_dir("generate")
-        frames = to_uint8(res.frames)
         video = write_video(frames, out / "video.mp4", fps=cfg.fps)
         layout.save(out / "layout.json")
         scale = max(1.0, 256 / min(cfg.width, cfg.height))

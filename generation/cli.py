@@ -12,113 +12,44 @@ prompt, the layout and the subjects. Each mistake is a typed ``UserError``: one 
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
-import re
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from generation.comp_attn import CompAttnConfig
-from generation.errors import ModelNotFoundError, OutputDirError
+from generation.errors import OutputDirError
 
-TINY_MODELS = {"tiny": "wan2.1", "tiny-wan2.2": "wan2.2"}
-# Trained pipelines that ship inside the package, by name (so presets work from an installed wheel too).
-SHIPPED_MODELS = {"toyworld": Path(__file__).resolve().parent / "toyworld" / "weights"}
+# re-exported for one release: these moved to generation.pipeline
+from generation.pipeline import (
+    SHIPPED_MODELS,
+    TINY_MODELS,
+    GenerateConfig,
+    check_device,
+    check_geometry,
+    check_model,
+    generate_video,
+    load_pipeline,
+    model_source,
+    pipeline_kwargs,
+    to_uint8,
+)
 
+__all__ = [
+    "SHIPPED_MODELS",
+    "TINY_MODELS",
+    "GenerateConfig",
+    "check_model",
+    "check_out_dir",
+    "generate_main",
+    "load_pipeline",
+    "model_source",
+    "pipeline_kwargs",
+    "to_uint8",
+]
 
-def model_source(name: str) -> str:
-    """A shipped model's folder for its name (``toyworld``), else ``name`` unchanged."""
-    return str(SHIPPED_MODELS[name]) if name in SHIPPED_MODELS else name
-
-
-DTYPES = ("float32", "bfloat16", "float16")
-OFFLOAD = ("none", "model", "sequential")
 DEFAULT_PRESET = "tiny"
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-
-DType = Literal["float32", "bfloat16", "float16"]
-
-
-def _range(lo: float | None, hi: float | None) -> dict[str, Any]:
-    return {"range": (lo, hi)}
-
-
-@dataclass
-class GenerateConfig:
-    """Everything ``vidlab generate`` uses: model and sampling settings plus ``comp_attn``."""
-
-    model: str = "tiny"  # tiny | tiny-wan2.2 | toyworld (shipped, trained) | hub id (Wan-AI/...-Diffusers) | local pipeline dir
-    height: int = field(default=64, metadata=_range(16, None))  # multiple of 16
-    width: int = field(default=64, metadata=_range(16, None))  # multiple of 16
-    frames: int = field(default=17, metadata=_range(1, None))  # 4k+1
-    steps: int = field(default=4, metadata=_range(1, None))
-    guidance: float = field(default=5.0, metadata=_range(0.0, None))
-    # Wan2.2 low-noise expert's guidance (None = same as guidance)
-    guidance_2: float | None = field(default=None, metadata=_range(0.0, None))
-    seed: int = field(default=0, metadata=_range(0, None))
-    fps: int = field(default=8, metadata=_range(1, None))
-    num_videos: int = field(default=1, metadata=_range(1, None))  # videos of the prompt (different noise)
-    negative_prompt: str | None = None
-    flow_shift: float | None = field(default=None, metadata=_range(0.0, None))  # None keeps the checkpoint's
-    dtype: DType = "float32"  # transformer + text encoder dtype
-    vae_dtype: DType = "float32"
-    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    cpu_offload: Literal["none", "model", "sequential"] = "none"
-    attention_backend: str | None = None  # native | flex | xformers | ... (None = diffusers' default)
-    planner: Literal["rule", "llm"] = "rule"  # when no --layout is given
-    comp_attn: CompAttnConfig = field(default_factory=CompAttnConfig)
-
-    def __post_init__(self) -> None:
-        from vidlab.config import ConfigError
-
-        if (self.frames - 1) % 4:
-            raise ConfigError(f"frames: expected 4k+1 (e.g. 9, 17, 33, 81), got {self.frames}")
-        for name in ("height", "width"):
-            v = getattr(self, name)
-            if v % 16:
-                raise ConfigError(f"{name}: expected a multiple of 16 (VAE 8 x patch 2), got {v}")
-        if not _DEVICE.match(self.device):
-            raise ConfigError(f"device: expected auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
-
-
-def _dtype(name: str):
-    import torch
-
-    if name not in DTYPES:
-        raise ValueError(f"dtype {name!r} is not one of {DTYPES}")
-    return getattr(torch, name)
-
-
-def check_model(name: str) -> str:
-    """``name`` if it can name a Wan pipeline (built-in tiny, a diffusers folder, a hub id), else a one-line
-    ``ModelNotFoundError``. Loads nothing: a hub id is only checked for its ``owner/name`` form here."""
-    if name in TINY_MODELS:
-        return name
-    local = Path(model_source(name)).expanduser()
-    if local.exists():
-        if not local.is_dir():
-            raise ModelNotFoundError(
-                f"model {name!r} is a file; a local model must be a diffusers pipeline folder"
-            )
-        if not (local / "model_index.json").is_file():
-            raise ModelNotFoundError(
-                f"model folder {local} has no model_index.json (not a diffusers pipeline folder; "
-                "save one with pipe.save_pretrained(dir))"
-            )
-        return name
-    if _HUB_ID.match(name) and not name.startswith((".", "~")):
-        return name
-    close = difflib.get_close_matches(name, [*TINY_MODELS, *SHIPPED_MODELS], n=2)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
-    raise ModelNotFoundError(
-        f"unknown model {name!r}: not a built-in model ({', '.join([*TINY_MODELS, *SHIPPED_MODELS])}), not an existing "
-        f"pipeline folder, and not a hub id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers{hint}"
-    )
 
 
 def check_out_dir(out: str | os.PathLike) -> Path:
@@ -138,74 +69,6 @@ def check_out_dir(out: str | os.PathLike) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputDirError(f"--out {path}: cannot create it, {parent} is not writable")
     return path
-
-
-def pipeline_kwargs(cfg: GenerateConfig, pipe: Any, seed: int | None = None) -> dict[str, Any]:
-    """The ``WanPipeline.__call__`` keywords a config means (size, steps, guidance of both experts, negative
-    prompt, videos per prompt, a seeded generator on the pipeline's device, numpy output)."""
-    import torch
-
-    device = "cpu" if cfg.cpu_offload != "none" else pipe._execution_device
-    kwargs: dict[str, Any] = dict(
-        height=cfg.height,
-        width=cfg.width,
-        num_frames=cfg.frames,
-        num_inference_steps=cfg.steps,
-        guidance_scale=cfg.guidance,
-        negative_prompt=cfg.negative_prompt,
-        num_videos_per_prompt=cfg.num_videos,
-        generator=torch.Generator(device=device).manual_seed(cfg.seed if seed is None else int(seed)),
-        output_type="np",
-    )
-    if cfg.guidance_2 is not None:
-        kwargs["guidance_scale_2"] = cfg.guidance_2
-    return kwargs
-
-
-def load_pipeline(cfg: GenerateConfig) -> Any:
-    """Build or load the Wan pipeline the config names, on its device, with offload/backend/shift applied."""
-    import torch
-
-    dtype = _dtype(cfg.dtype)
-    if cfg.model in TINY_MODELS:
-        from generation.tiny import build_tiny_pipeline
-
-        pipe = build_tiny_pipeline(TINY_MODELS[cfg.model], seed=0, dtype=dtype)
-    else:
-        from diffusers import AutoencoderKLWan, WanPipeline
-
-        check_model(cfg.model)
-        local = Path(model_source(cfg.model)).expanduser()
-        src = str(local) if local.exists() else cfg.model
-        try:
-            vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", torch_dtype=_dtype(cfg.vae_dtype))
-            pipe = WanPipeline.from_pretrained(src, vae=vae, torch_dtype=dtype)
-        except (OSError, ValueError) as exc:  # hub: not found / offline; folder: missing or broken files
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ModelNotFoundError(
-                f"could not load Wan pipeline {cfg.model!r} (a hub id needs the network or a cached copy; "
-                f"a folder needs a diffusers layout): {first}"
-            ) from exc
-    if cfg.flow_shift is not None:
-        sc = pipe.scheduler.config
-        key = "flow_shift" if "flow_shift" in sc else "shift"
-        pipe.scheduler = type(pipe.scheduler).from_config(sc, **{key: float(cfg.flow_shift)})
-    if cfg.attention_backend:
-        for name in ("transformer", "transformer_2"):
-            tr = getattr(pipe, name, None)
-            if tr is not None:
-                tr.set_attention_backend(cfg.attention_backend)
-    if cfg.cpu_offload == "model":
-        pipe.enable_model_cpu_offload()
-    elif cfg.cpu_offload == "sequential":
-        pipe.enable_sequential_cpu_offload()
-    else:
-        device = cfg.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        pipe.to(device)
-    pipe.set_progress_bar_config(disable=False, leave=False, desc="denoising")
-    return pipe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -309,15 +172,6 @@ def _lam_requested(args: argparse.Namespace, overrides: list[str]) -> bool:
     return False
 
 
-def to_uint8(frames: Any):
-    import numpy as np
-
-    arr = np.asarray(frames)
-    if arr.dtype != np.uint8:
-        arr = (np.clip(arr, 0.0, 1.0) * 255.0).round().astype(np.uint8)
-    return arr
-
-
 def _one_line_warnings(prog: str):
     """A context where our warnings print as one ``prog: warning: ...`` line on stderr."""
     ctx = warnings.catch_warnings()
@@ -351,6 +205,11 @@ def generate_main(argv: list[str] | None = None) -> int:
         # ---- validate everything; nothing is loaded or written yet ----
         cfg = config_from_args(GenerateConfig, args, _flags(args))
         check_model(cfg.model)
+        from generation.toyworld.tokenizer import check_prompt_words
+
+        check_prompt_words(args.prompt, model_source(cfg.model), cfg.model)  # word-level (toy) vocabularies
+        check_device(cfg)
+        check_geometry(cfg)
         out = check_out_dir(args.out)
         comp_on = cfg.comp_attn.enabled and bool(cfg.comp_attn.lam.enabled or cfg.comp_attn.sci.enabled)
         lam_asked = cfg.comp_attn.enabled and _lam_requested(args, args.overrides + args.set_overrides)
@@ -366,9 +225,7 @@ def generate_main(argv: list[str] | None = None) -> int:
 
 
 def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) -> int:
-
     from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
-    from generation.comp_attn import apply_comp_attn
     from vidlab.config import save_resolved
     from vidlab.io import atomic_path, atomic_write_json, ensure_output_dir
     from vidlab.video import write_video
@@ -378,19 +235,13 @@ def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) ->
     t_load = time.perf_counter() - t0
     ensure_output_dir(out)  # the first write: only now, after every check and the load
     save_resolved(cfg, out)
-    comp = apply_comp_attn(pipe, cfg.comp_attn)
-    kwargs = pipeline_kwargs(cfg, pipe)
-    t1 = time.perf_counter()
-    try:
-        res = comp.generate(prep.prompt, layout=prep, **kwargs)
-    finally:
-        comp.remove()
-    t_gen = time.perf_counter() - t1
+    gen = generate_video(pipe, cfg, prep.prompt, prep)
+    res, t_gen = gen.result, gen.seconds
     videos = []
-    for k, frames in enumerate(res.output.frames):
+    for k, frames in enumerate(gen.videos):
         path = out / ("video.mp4" if k == 0 else f"video_{k}.mp4")
         with atomic_path(path) as tmp:
-            write_video(to_uint8(frames), tmp, fps=cfg.fps)
+            write_video(frames, tmp, fps=cfg.fps)
         videos.append(str(path))
     files: dict[str, Any] = {"video": videos[0], "videos": videos}
     lay = prep.layout

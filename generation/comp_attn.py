@@ -1,4 +1,7 @@
-"""Comp-Attn on a diffusers ``WanPipeline``: config, ``apply_comp_attn``, ``CompAttn.generate`` and ``remove``.
+"""Comp-Attn on a diffusers ``WanPipeline``: ``apply_comp_attn``, ``CompAttn.generate`` and ``remove``.
+
+The settings live in ``generation.config`` (``CompAttnConfig``, ``SCIConfig``, ``LAMConfig``); this module
+re-exports them for one release.
 
 ``apply_comp_attn(pipe, config)`` swaps only the ``blocks[i].attn2`` processors of the transformer(s) (both
 experts of Wan2.2) for ``CompAttnProcessor`` and adds one forward pre-hook per transformer that feeds the
@@ -15,78 +18,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    import torch
-
-# torch, numpy and diffusers are imported where used: the config classes stay importable without them.
-
-
-def _range(lo: float | None, hi: float | None) -> dict[str, Any]:
-    """Field metadata for vidlab.config's range check (inclusive; None = open)."""
-    return {"range": (lo, hi)}
-
-
-@dataclass
-class SCIConfig:
-    """SCI settings (reconstruction; see README): schedule ``w(t)`` and saliency temperature."""
-
-    enabled: bool = True
-    strength: float = field(default=0.5, metadata=_range(0.0, None))  # peak w(t); 0 makes SCI a no-op
-    start: float = field(default=0.0, metadata=_range(0.0, 1.0))  # progress (0 = first step) where SCI starts
-    end: float = field(default=0.5, metadata=_range(0.0, 1.0))  # progress where it stops
-    decay: Literal["constant", "linear", "cosine"] = "cosine"  # shape of w over [start, end)
-    tau: float = field(default=0.2, metadata=_range(1e-6, None))  # saliency softmax temperature
-    rescale: bool = True  # rescale delta_i to the mean norm of the subject's token embeddings
-
-    def __post_init__(self) -> None:
-        if self.start > self.end:
-            raise ValueError(f"start={self.start} must be <= end={self.end}")
-
-
-@dataclass
-class LAMConfig:
-    """LAM settings (reconstruction; see README): IoU-guided strength, step window, blocks, rules."""
-
-    enabled: bool = True
-    # strength when the attention region already matches the box (IoU 1) / does not overlap at all (IoU 0)
-    alpha_min: float = field(default=0.25, metadata=_range(0.0, None))
-    alpha_max: float = field(default=1.0, metadata=_range(0.0, None))
-    # modulate steps with progress < this share of the whole schedule (Wan2.1; Wan2.2's high-noise expert)
-    step_fraction: float = field(default=0.3, metadata=_range(0.0, 1.0))
-    # Wan2.2's low-noise expert (transformer_2): share of ITS OWN steps to modulate; 0 = LAM off there
-    step_fraction_2: float = field(default=0.0, metadata=_range(0.0, 1.0))
-    blocks: list[int] | None = None  # transformer block indices to modulate; None = all
-    threshold: Literal["top_half_mean", "mean", "fixed"] = "top_half_mean"  # region rule per latent frame
-    # threshold for rule "fixed" (on per-frame max-normalised attention)
-    threshold_value: float = field(default=0.5, metadata=_range(0.0, 1.0))
-    spread: Literal["max_min", "std"] = "max_min"  # bias scale: max-mean inside, min-mean outside | +-std
-    apply: Literal["mask", "reweight"] = "mask"  # additive float mask | exact rescale of the output, no mask
-    probe: Literal["fused", "logsumexp"] = "fused"  # how subject-column probabilities are found
-    # logsumexp probe: logits per chunk when computing the normaliser
-    chunk_elements: int = field(default=16_777_216, metadata=_range(1, None))
-    separate_instances: bool = True  # counted phrase: tokens two instance boxes cover get the outside bias
-
-    def __post_init__(self) -> None:
-        if self.alpha_min > self.alpha_max:
-            raise ValueError(f"alpha_min={self.alpha_min} must be <= alpha_max={self.alpha_max}")
-
-
-@dataclass
-class CompAttnConfig:
-    """Everything Comp-Attn does, as config values (defaults <- preset ``comp_attn:`` <- overrides)."""
-
-    enabled: bool = True
-    sci: SCIConfig = field(default_factory=SCIConfig)
-    lam: LAMConfig = field(default_factory=LAMConfig)
-    capture_attention: bool = False  # keep per-step subject cross-attention maps (costs time)
-    capture_blocks: list[int] | None = None  # blocks to average maps over; None = all
-    # Wan's text length (prompt tokens, zero-padded)
-    max_sequence_length: int = field(default=512, metadata=_range(1, None))
-
-
-from generation.errors import (  # noqa: E402  (re-exported: callers import them from here)
+from generation.config import CompAttnConfig, LAMConfig, SCIConfig  # re-exported for one release
+from generation.errors import (  # re-exported: callers import them from here
     BatchNotSupportedError,
     CompAttnError,
     EmptyPromptError,
@@ -95,7 +30,32 @@ from generation.errors import (  # noqa: E402  (re-exported: callers import them
     NoSubjectsWarning,
     PromptTruncatedWarning,
 )
-from generation.subjects import SubjectNotFoundError  # noqa: E402
+from generation.subjects import SubjectNotFoundError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+# torch, numpy and diffusers are imported where used: this module stays importable without them.
+
+__all__ = [
+    "BatchNotSupportedError",
+    "CompAttn",
+    "CompAttnConfig",
+    "CompAttnError",
+    "CompAttnResult",
+    "EmptyPromptError",
+    "GenerationInputError",
+    "LAMConfig",
+    "NoSubjectsError",
+    "NoSubjectsWarning",
+    "PreparedInputs",
+    "PromptTruncatedWarning",
+    "SCIConfig",
+    "SubjectNotFoundError",
+    "SubjectNotInLayoutError",
+    "apply_comp_attn",
+    "prepare_inputs",
+]
 
 
 class SubjectNotInLayoutError(SubjectNotFoundError):
@@ -257,12 +217,79 @@ def _normalise_blocks(blocks: Any, num_layers: int, what: str) -> list[int] | No
     return out
 
 
-class CompAttn:
-    """Comp-Attn installed on a Wan pipeline. Use ``generate`` to run it and ``remove`` to undo it."""
+class CompAttnSkippedWarning(UserWarning):
+    """``pipe(...)`` was called with ``prompt_embeds`` and no prompt text, so Comp-Attn could not run on it."""
 
-    def __init__(self, pipe: Any, config: CompAttnConfig | None = None):
+
+_PIPE_CLASSES: dict[type, type] = {}
+
+
+def _pipeline_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """``pipe(...)`` while Comp-Attn is installed: ``CompAttn.generate`` on the same arguments."""
+    base = type(self)._comp_attn_base
+    comp = getattr(self, "_comp_attn", None)
+    if comp is None or comp._busy:
+        return base.__call__(self, *args, **kwargs)
+    return comp._call_pipeline(base, args, kwargs)
+
+
+def _comp_attn_class(base: type) -> type:
+    """A subclass of the pipeline's class whose ``__call__`` runs Comp-Attn (same name, module and docs)."""
+    if base not in _PIPE_CLASSES:
+        _PIPE_CLASSES[base] = type(
+            base.__name__,
+            (base,),
+            {
+                "__call__": _pipeline_call,
+                "_comp_attn_base": base,
+                "__module__": base.__module__,
+                "__doc__": base.__doc__,
+            },
+        )
+    return _PIPE_CLASSES[base]
+
+
+def _context_wrapper(controller: Any, tag: str, tr: Any) -> Any:
+    """``tr.cache_context`` that tells the controller which pass comes before entering diffusers' own."""
+    import contextlib
+
+    original = type(tr).cache_context
+
+    @contextlib.contextmanager
+    def cache_context(name: str, *args: Any, **kwargs: Any) -> Any:
+        controller.on_forward(tag, name)
+        with original(tr, name, *args, **kwargs):
+            yield
+
+    return cache_context
+
+
+class CompAttn:
+    """Comp-Attn installed on a Wan pipeline: a plain ``pipe(prompt=...)`` now runs with it.
+
+    ``generate`` runs it and returns what it did (``CompAttnResult``); ``pipe(...)`` is the same computation
+    and returns the pipeline's own output (``comp.last_result`` holds the rest). The layout of a plain
+    ``pipe(...)`` call is planned from its prompt with ``planner``, or the one given by ``set_layout``.
+    ``remove()`` (or leaving ``with apply_comp_attn(pipe, cfg) as comp:``) restores the very same processor
+    objects, the pipeline's class and the transformers' hooks.
+    """
+
+    def __init__(
+        self,
+        pipe: Any,
+        config: CompAttnConfig | None = None,
+        *,
+        layout: Any = None,
+        subjects: list[str] | None = None,
+        planner: str = "rule",
+        planner_kwargs: dict | None = None,
+    ):
         self.pipe = pipe
         self.config = copy.deepcopy(config) if config is not None else CompAttnConfig()
+        self.planner, self.planner_kwargs = planner, dict(planner_kwargs or {})
+        self._layout, self._subjects = layout, subjects
+        self._busy = False
+        self.last_result: CompAttnResult | None = None
         if getattr(pipe, "_comp_attn", None) is not None:
             raise CompAttnError("Comp-Attn is already applied to this pipeline; call .remove() on it first")
         if "ImageToVideo" in type(pipe).__name__ or "VACE" in type(pipe).__name__:
@@ -281,36 +308,117 @@ class CompAttn:
                     f"pipe.{name} has an image context (added_kv_proj_dim / image_embedder): image-to-video "
                     "transformers are not supported (LAM indexes text tokens only)"
                 )
+            if not callable(getattr(type(tr), "cache_context", None)):
+                raise CompAttnError(
+                    f"pipe.{name} ({type(tr).__name__}) has no cache_context(): Comp-Attn follows the denoising "
+                    "loop through it; use diffusers >= 0.36 (see pyproject.toml)"
+                )
             n = len(tr.blocks)
             self.config.lam.blocks = _normalise_blocks(self.config.lam.blocks, n, "lam.blocks")
             self.config.capture_blocks = _normalise_blocks(self.config.capture_blocks, n, "capture_blocks")
         from generation.controller import Controller
-        from generation.processor import CompAttnProcessor, check_mask_backend
+        from generation.processor import CompAttnProcessor
 
         self.controller = Controller(self.config, pipe)
         self._originals: list[tuple[torch.nn.Module, Any]] = []
         self._hooks: list[Any] = []
-        if self.config.enabled and self.config.lam.enabled and self.config.lam.apply == "mask":
-            for _, tr in trs:
-                check_mask_backend(getattr(tr.blocks[0].attn2.processor, "_attention_backend", None))
+        self._contexts: list[torch.nn.Module] = []
+        self._check_backend()
         for name, tr in trs:
             for i, block in enumerate(tr.blocks):
                 original = block.attn2.processor
                 self._originals.append((block.attn2, original))
                 block.attn2.set_processor(CompAttnProcessor(original, self.controller, i))
             self._hooks.append(tr.register_forward_pre_hook(self.controller.pre_hook(name), with_kwargs=True))
+            tr.cache_context = _context_wrapper(self.controller, name, tr)
+            self._contexts.append(tr)
+        self._class = type(pipe)
+        if callable(pipe) and hasattr(pipe, "__dict__"):
+            pipe.__class__ = _comp_attn_class(self._class)
         pipe._comp_attn = self
 
+    def _check_backend(self) -> None:
+        """LAM's additive mask needs a backend that takes one (flash/sage do not): refuse up front."""
+        from generation.processor import check_mask_backend
+
+        if self.config.enabled and self.config.lam.enabled and self.config.lam.apply == "mask":
+            for _, tr in _transformers(self.pipe):
+                check_mask_backend(getattr(tr.blocks[0].attn2.processor, "_attention_backend", None))
+
     def remove(self) -> None:
-        """Restore the original attn2 processor objects and remove the hooks."""
+        """Restore the original attn2 processor objects, the pipeline's class, and remove the hooks."""
         for module, original in self._originals:
             module.set_processor(original)
         for h in self._hooks:
             h.remove()
-        self._originals, self._hooks = [], []
+        for tr in self._contexts:
+            if "cache_context" in vars(tr):
+                del tr.cache_context
+        self._originals, self._hooks, self._contexts = [], [], []
         self.controller.end()
         if getattr(self.pipe, "_comp_attn", None) is self:
             self.pipe._comp_attn = None
+            if type(self.pipe) is not self._class and getattr(type(self.pipe), "_comp_attn_base", None):
+                self.pipe.__class__ = self._class
+
+    def set_layout(self, layout: Any = None, subjects: list[str] | None = None) -> None:
+        """The layout every following ``pipe(...)`` call uses: a ``Layout``, a JSON/YAML path, or None to plan
+        one from each call's prompt with the planner (the default). ``subjects``: which of its phrases to use."""
+        if layout is not None and not isinstance(layout, (str, os.PathLike)):
+            from generation.layout import Layout
+
+            if not isinstance(layout, Layout):
+                raise GenerationInputError(
+                    f"set_layout takes a Layout, a path to one, or None, got {type(layout).__name__}"
+                )
+        self._layout, self._subjects = layout, subjects
+
+    def _call_pipeline(self, base: type, args: tuple, kwargs: dict) -> Any:
+        """A plain ``pipe(...)``: the same computation as ``generate`` on the same arguments."""
+        import inspect
+        import warnings
+
+        import torch
+
+        bound = inspect.signature(base.__call__).bind(self.pipe, *args, **kwargs)
+        params = {k: v for k, v in bound.arguments.items() if k != "self"}
+        var_kw = [
+            p.name for p in inspect.signature(base.__call__).parameters.values() if p.kind is p.VAR_KEYWORD
+        ]
+        for name in var_kw:
+            params.update(params.pop(name, {}))
+        prompt = params.pop("prompt", None)
+        if prompt is None or params.get("prompt_embeds") is not None:
+            if self.config.enabled:
+                warnings.warn(
+                    "pipe(...) got prompt_embeds instead of the prompt text, so Comp-Attn cannot find the subjects: "
+                    "this call runs without it; pass prompt=... instead",
+                    CompAttnSkippedWarning,
+                    stacklevel=3,
+                )
+            self._busy = True
+            try:
+                return base.__call__(self.pipe, *args, **kwargs)
+            finally:
+                self._busy = False
+        return_dict = params.pop("return_dict", True)
+        with torch.no_grad():
+            res = self.generate(
+                prompt,
+                layout=self._layout,
+                subjects=self._subjects,
+                planner=self.planner,
+                planner_kwargs=self.planner_kwargs,
+                **params,
+            )
+        self.last_result = res
+        return res.output if return_dict else (res.output.frames,)
+
+    def __enter__(self) -> CompAttn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
 
     # ------------------------------------------------------------------------------------------------
     def resolve_layout(
@@ -355,7 +463,10 @@ class CompAttn:
                 raise GenerationInputError(
                     f"{key} is computed by Comp-Attn from the prompt; pass the prompt instead"
                 )
-        height, width, num_frames = self._geometry(kw)
+        from generation.layout import TokenGrid
+
+        grid = TokenGrid.of(pipe)
+        height, width, num_frames = self._geometry(kw, grid)
         max_len = int(kw.pop("max_sequence_length", cfg.max_sequence_length))
         if not cfg.enabled:  # plain diffusers: any prompt batch, layout only reported back
             lay = layout.layout if isinstance(layout, PreparedInputs) else None
@@ -364,14 +475,18 @@ class CompAttn:
                 self._warn_truncation(prompt, max_len)
                 if layout is not None and lay is None:
                     lay = resolve_layout(prompt, layout, planner, planner_kwargs)
-            out = pipe(
-                prompt=prompt,
-                height=height,
-                width=width,
-                num_frames=num_frames,
-                max_sequence_length=max_len,
-                **kw,
-            )
+            self._busy = True
+            try:
+                out = pipe(
+                    prompt=prompt,
+                    height=height,
+                    width=width,
+                    num_frames=num_frames,
+                    max_sequence_length=max_len,
+                    **kw,
+                )
+            finally:
+                self._busy = False
             return CompAttnResult(out.frames[0], out, lay, [], [], height, width, num_frames)
         if isinstance(layout, PreparedInputs):  # already checked (vidlab generate checks before loading)
             prep = layout
@@ -384,7 +499,7 @@ class CompAttn:
         token_indices = subject_token_indices(
             pipe.tokenizer, clean, _span_items(chosen, clean, prompt, lay), max_length=max_len
         )
-        all_masks = np.asarray(lay.latent_masks(num_frames, height, width), dtype=bool)
+        all_masks = np.asarray(lay.latent_masks(num_frames, height, width, grid), dtype=bool)
         masks = all_masks[[i for i, _ in chosen]]
 
         guidance = float(kw.get("guidance_scale", 5.0))
@@ -427,17 +542,23 @@ class CompAttn:
                 from generation.attention_maps import AttentionMapStore
                 from generation.attention_measure import placebo_layout
 
-                placebo = np.asarray(placebo_layout(lay).latent_masks(num_frames, height, width), dtype=bool)
+                placebo = np.asarray(
+                    placebo_layout(lay).latent_masks(num_frames, height, width, grid), dtype=bool
+                )
                 placebo_targets = build_targets(
                     token_indices,
                     torch.from_numpy(placebo[[i for i, _ in chosen]]),
                     separate_instances=cfg.lam.separate_instances,
                 )
-                grid = (int(masks.shape[1]), int(masks.shape[2]), int(masks.shape[3]))
+                shape = (int(masks.shape[1]), int(masks.shape[2]), int(masks.shape[3]))
                 call.maps = AttentionMapStore(
-                    group_names, grid, call.targets.masks.numpy(), placebo_targets.masks.numpy()
+                    group_names, shape, call.targets.masks.numpy(), placebo_targets.masks.numpy()
                 )
+        if call.targets is not None:
+            call.targets = call.targets.to(pipe._execution_device)
+        self._check_backend()
         self.controller.begin(call)
+        self._busy = True
         try:
             out = pipe(
                 prompt=None,
@@ -450,7 +571,13 @@ class CompAttn:
                 **kw,
             )
         finally:
+            self._busy = False
             self.controller.end()
+        if not call.forwards and int(kw.get("num_inference_steps", 50) or 0) > 0:
+            raise CompAttnError(
+                "the pipeline ran its transformer without cache_context('cond'/'uncond'), so Comp-Attn could not "
+                "follow the denoising loop; use a diffusers WanPipeline >= 0.36 (see pyproject.toml)"
+            )
         return CompAttnResult(
             frames=out.frames[0],
             output=out,
@@ -483,20 +610,53 @@ class CompAttn:
                 stacklevel=3,
             )
 
-    def _geometry(self, kw: dict[str, Any]) -> tuple[int, int, int]:
-        """Height, width, frames as the pipeline will use them (frames 4k+1, sides multiples of 16)."""
+    def _geometry(self, kw: dict[str, Any], grid: Any) -> tuple[int, int, int]:
+        """Height, width, frames as the pipeline will use them, checked against its token grid.
+
+        Frames must be t·k+1 (t = the VAE's temporal factor); sides multiples of 16 (``WanPipeline``'s own
+        rule) and of the token stride (VAE spatial factor × patch), which the pipeline would otherwise round
+        down silently, so the layout masks would not fit.
+        """
+        import math
+
         height = int(kw.pop("height", 480))
         width = int(kw.pop("width", 832))
         num_frames = int(kw.pop("num_frames", 81))
-        if height % 16 or width % 16 or height <= 0 or width <= 0:
+        mh, mw = math.lcm(16, grid.spatial_h), math.lcm(16, grid.spatial_w)
+        if height % mh or width % mw or height <= 0 or width <= 0:
+            side = f"{mh}" if mh == mw else f"{mh} (height) and {mw} (width)"
             raise GenerationInputError(
-                f"height and width must be positive multiples of 16, got {height}x{width}"
+                f"height and width must be positive multiples of {side} for this pipeline "
+                f"({grid.describe()}), got {height}x{width}"
             )
-        if num_frames < 1 or (num_frames - 1) % 4:
-            raise GenerationInputError(f"num_frames must be 4k+1 (e.g. 17, 33, 81), got {num_frames}")
+        t = grid.temporal
+        if num_frames < 1 or (num_frames - 1) % t:
+            raise GenerationInputError(
+                f"num_frames must be {t}k+1 (e.g. {2 * t + 1}, {4 * t + 1}, {20 * t + 1}) for this pipeline's VAE, "
+                f"got {num_frames}"
+            )
         return height, width, num_frames
 
 
-def apply_comp_attn(pipe: Any, config: CompAttnConfig | None = None) -> CompAttn:
-    """Install Comp-Attn on a Wan text-to-video pipeline and return the handle (``generate`` / ``remove``)."""
-    return CompAttn(pipe, config)
+def apply_comp_attn(
+    pipe: Any,
+    config: CompAttnConfig | None = None,
+    *,
+    layout: Any = None,
+    subjects: list[str] | None = None,
+    planner: str = "rule",
+    planner_kwargs: dict | None = None,
+) -> CompAttn:
+    """Install Comp-Attn on a Wan text-to-video pipeline and return the handle.
+
+    Afterwards a plain ``pipe(prompt=..., ...)`` runs with Comp-Attn, exactly as ``comp.generate`` would on the
+    same arguments: the layout is planned from the prompt with ``planner`` (``rule`` offline, ``llm``), unless
+    one is given here or with ``comp.set_layout(layout)``. ``comp.remove()``, or the ``with`` form, undoes it::
+
+        with apply_comp_attn(pipe, CompAttnConfig()) as comp:
+            video = pipe(prompt="a red cat to the left of a blue dog", generator=g).frames[0]
+            comp.last_result.lam_log  # what LAM did
+    """
+    return CompAttn(
+        pipe, config, layout=layout, subjects=subjects, planner=planner, planner_kwargs=planner_kwargs
+    )

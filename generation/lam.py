@@ -15,6 +15,7 @@ import torch
 
 THRESHOLD_RULES = ("top_half_mean", "mean", "fixed")
 SPREAD_RULES = ("max_min", "std")
+MASK_SOURCES = ("box", "fused")
 
 
 @dataclass
@@ -200,16 +201,29 @@ def iou_alpha(iou_value: torch.Tensor, alpha_min: float, alpha_max: float) -> to
     return alpha_min + (alpha_max - alpha_min) * (1.0 - iou_value)
 
 
+def fused_masks(region: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """``lam.mask_source="fused"``: the layout box united with the model's own attention region, (B, G, S).
+
+    MagicComp (v1 of Comp-Attn) fuses the adaptive region ``L_adapt`` with the planned box ``L_prior`` into
+    the mask LAM pushes toward (``L_fuse = L_adapt ⊕ L_prior``); read here as the union, per latent frame:
+    where the model already draws the subject stays "inside" (no negative push) and the box is added.
+    """
+    return region | masks.unsqueeze(0)
+
+
 def column_bias(
     sub_logits: torch.Tensor,
     targets: LamTargets,
     alpha: torch.Tensor,
     spread: str = "max_min",
+    inside_masks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Bias on the subject columns (B, S, n): ``+alpha*pos`` inside the group's mask, ``alpha*neg`` outside.
 
     ``pos``/``neg`` measure the spread of that column's head-averaged logits over the video tokens:
-    ``max_min`` uses (max - mean) and (min - mean); ``std`` uses +std and -std.
+    ``max_min`` uses (max - mean) and (min - mean); ``std`` uses +std and -std. The mask is the layout's
+    (``targets.masks``, ``lam.mask_source="box"``) unless ``inside_masks`` (B, G, S) is given
+    (``"fused"``: ``fused_masks``).
     """
     logits = sub_logits.mean(1)  # (B, S, n)
     mean = logits.mean(1, keepdim=True)
@@ -224,7 +238,10 @@ def column_bias(
     inside = torch.zeros_like(logits, dtype=torch.bool)
     scale = torch.zeros_like(logits[:, :1])  # (B, 1, n)
     for g, cols in enumerate(targets.groups):
-        inside[..., cols] = targets.masks[g].view(1, -1, 1)
+        if inside_masks is None:
+            inside[..., cols] = targets.masks[g].view(1, -1, 1)
+        else:
+            inside[..., cols] = inside_masks[:, g].unsqueeze(-1)
         scale[..., cols] = alpha[:, g].view(-1, 1, 1)
     return scale * torch.where(inside, pos, neg)
 

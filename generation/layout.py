@@ -1,8 +1,10 @@
 """Layouts: keyframed, normalised boxes per subject, validated, saved as JSON/YAML, rasterised to Wan's token grid.
 
 Coordinates are fractions of the frame: (x0, y0, x1, y1) with (0, 0) the top-left corner; times are fractions
-of the clip, 0 = first frame, 1 = last frame. ``latent_masks`` turns boxes into boolean masks over Wan's latent
-token grid (time ÷ 4 with the 4k+1 frame rule, space ÷ 16 = VAE 8 × patch 2).
+of the clip, 0 = first frame, 1 = last frame. ``latent_masks`` turns boxes into boolean masks over the
+transformer's video-token grid, a ``TokenGrid`` read from the pipeline (``TokenGrid.of(pipe)``): time ÷ the VAE's
+temporal factor (frames t·k + 1), space ÷ (the VAE's spatial factor × the transformer's patch size), e.g.
+4 and 8 × 2 = 16 for Wan2.1, 16 × 2 = 32 for Wan2.2-TI2V-5B's VAE, 4 × 2 = 8 for a 4× toy VAE.
 """
 
 from __future__ import annotations
@@ -35,6 +37,64 @@ MOTION_RELATIONS = ("moving left", "moving right", "moving up", "moving down")
 RELATIONS = SPATIAL_RELATIONS + MOTION_RELATIONS
 # A token counts as inside a box when at least this share of its cell is covered (see latent_masks).
 MIN_CELL_COVERAGE = 0.5
+
+
+@dataclass(frozen=True)
+class TokenGrid:
+    """How a pipeline maps pixels to video tokens: pixel frames per latent frame, pixels per token (h, w).
+
+    ``temporal`` is the VAE's temporal factor (times the transformer's temporal patch, always 1 in Wan);
+    ``spatial_h``/``spatial_w`` are the VAE's spatial factor times the transformer's patch height/width.
+    The defaults are Wan2.1's and Wan2.2-A14B's (VAE 4 × 8 × 8, patch 1 × 2 × 2); read a pipeline's own with
+    ``TokenGrid.of(pipe)``.
+    """
+
+    temporal: int = 4
+    spatial_h: int = 16
+    spatial_w: int = 16
+    vae_temporal: int = 4
+    vae_spatial: int = 8
+    patch: tuple[int, int, int] = (1, 2, 2)
+
+    @classmethod
+    def of(cls, pipe: Any) -> TokenGrid:
+        """The grid of a diffusers Wan pipeline: ``vae_scale_factor_temporal``/``_spatial`` and the
+        transformer's ``patch_size`` (both experts of Wan2.2 must agree)."""
+        vt = int(getattr(pipe, "vae_scale_factor_temporal", 4) or 4)
+        vs = int(getattr(pipe, "vae_scale_factor_spatial", 8) or 8)
+        patches = set()
+        for name in ("transformer", "transformer_2"):
+            tr = getattr(pipe, name, None)
+            if tr is not None:
+                patches.add(tuple(int(p) for p in getattr(tr.config, "patch_size", (1, 2, 2))))
+        if len(patches) > 1:
+            raise GenerationInputError(
+                f"the pipeline's transformers have different patch sizes {sorted(patches)}"
+            )
+        pt, ph, pw = patches.pop() if patches else (1, 2, 2)
+        if pt != 1:
+            raise GenerationInputError(
+                f"a temporal patch of {pt} is not supported (Wan's transformers patch time by 1); patch_size={(pt, ph, pw)}"
+            )
+        return cls(vt * pt, vs * ph, vs * pw, vt, vs, (pt, ph, pw))
+
+    def shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+        """Tokens (T, H', W') for a video of ``num_frames`` frames at ``height`` x ``width`` (checked)."""
+        for name, v, stride in (("height", height, self.spatial_h), ("width", width, self.spatial_w)):
+            if int(v) <= 0 or int(v) % stride:
+                raise LayoutError(
+                    f"{name}={v} must be a positive multiple of spatial_stride={stride} "
+                    f"(VAE {self.vae_spatial} x patch {stride // self.vae_spatial})"
+                )
+        times = latent_frame_times(num_frames, self.temporal)
+        return len(times), int(height) // self.spatial_h, int(width) // self.spatial_w
+
+    def describe(self) -> str:
+        """E.g. ``VAE 4x8x8, patch (1, 2, 2): 4 frames x 16x16 px per token``."""
+        return (
+            f"VAE {self.vae_temporal}x{self.vae_spatial}x{self.vae_spatial}, patch {self.patch}: "
+            f"{self.temporal} frames x {self.spatial_h}x{self.spatial_w} px per token"
+        )
 
 
 class LayoutError(GenerationInputError):
@@ -368,22 +428,18 @@ class Layout:
         num_frames: int,
         height: int,
         width: int,
-        temporal_stride: int = 4,
-        spatial_stride: int = 16,
+        grid: TokenGrid | None = None,
     ) -> np.ndarray:
-        """Boolean masks [num_subjects, T_lat, height//stride, width//stride] on Wan's latent token grid.
+        """Boolean masks [num_subjects, T, H', W'] on a pipeline's video-token grid (``TokenGrid.of(pipe)``;
+        default ``TokenGrid()``, Wan2.1's VAE 8 x patch 2).
 
         Each subject's box is interpolated to every latent frame's centre time (``latent_frame_times``); a token
         is inside when its cell is at least half covered by the box, and a box too small to half-cover any cell
         still gets the one cell it covers most, so no subject ever has an empty mask.
         """
-        for name, v in (("height", height), ("width", width)):
-            if int(v) <= 0 or int(v) % spatial_stride:
-                raise LayoutError(
-                    f"{name}={v} must be a positive multiple of spatial_stride={spatial_stride}"
-                )
-        times = latent_frame_times(num_frames, temporal_stride)
-        gh, gw = int(height) // spatial_stride, int(width) // spatial_stride
+        grid = grid if grid is not None else TokenGrid()
+        _, gh, gw = grid.shape(num_frames, height, width)
+        times = latent_frame_times(num_frames, grid.temporal)
         out = np.zeros((len(self.subjects), len(times), gh, gw), dtype=bool)
         for i, s in enumerate(self.subjects):
             for f, t in enumerate(times):

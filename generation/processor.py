@@ -142,7 +142,12 @@ class CompAttnProcessor:
         )
         iou = L.iou(region, targets.masks)
         alpha = L.iou_alpha(iou, cfg.alpha_min, cfg.alpha_max)
-        bias_cols = L.column_bias(sub, targets, alpha, cfg.spread)
+        if cfg.mask_source == "box":
+            bias_cols = L.column_bias(sub, targets, alpha, cfg.spread)
+        elif cfg.mask_source == "fused":
+            bias_cols = L.column_bias(sub, targets, alpha, cfg.spread, L.fused_masks(region, targets.masks))
+        else:
+            raise ValueError(f"unknown lam.mask_source {cfg.mask_source!r}; choose one of {L.MASK_SOURCES}")
         if cfg.apply == "mask":
             mask = L.full_bias(bias_cols, targets.cols, key.shape[1], query.dtype)
             if attention_mask is not None:

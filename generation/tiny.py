@@ -36,6 +36,29 @@ TRANSFORMER_KWARGS: dict[str, Any] = dict(
 VAE_KWARGS: dict[str, Any] = dict(
     base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1, temperal_downsample=[False, True, True]
 )
+# The VAE's spatial factor -> its stages (always 4x in time, as every Wan VAE): 4x (a toy VAE), 8x (Wan2.1,
+# Wan2.2-A14B), 16x (Wan2.2-TI2V-5B's factor).
+VAE_SCALES: dict[int, dict[str, Any]] = {
+    4: dict(dim_mult=[1, 1, 1], temperal_downsample=[True, True], scale_factor_spatial=4),
+    8: dict(dim_mult=[1, 1, 1, 1], temperal_downsample=[False, True, True], scale_factor_spatial=8),
+    16: dict(
+        dim_mult=[1, 1, 1, 1, 1], temperal_downsample=[False, False, True, True], scale_factor_spatial=16
+    ),
+}
+
+
+def build_tiny_vae(scale: int = 8, seed: int = 0):
+    """A random ``AutoencoderKLWan`` that downsamples space by ``scale`` (4, 8 or 16) and time by 4."""
+    import torch
+    from diffusers import AutoencoderKLWan
+
+    if scale not in VAE_SCALES:
+        raise ValueError(f"tiny VAE scale {scale} is not one of {sorted(VAE_SCALES)}")
+    torch.manual_seed(seed)
+    kwargs = {**VAE_KWARGS, **VAE_SCALES[scale]} if scale != 8 else dict(VAE_KWARGS)
+    return AutoencoderKLWan(**kwargs).eval()
+
+
 TEXT_ENCODER_KWARGS: dict[str, Any] = dict(
     d_model=32,
     d_kv=8,
@@ -66,14 +89,18 @@ def build_tiny_pipeline(
     seed: int = 0,
     dtype: torch.dtype | None = None,
     boundary_ratio: float | None = None,
+    vae_scale: int = 8,
+    patch: int = 2,
 ) -> WanPipeline:
     """Build the tiny ``WanPipeline`` (``variant`` "wan2.1": one transformer; "wan2.2": two experts).
 
     Components are seeded one after the other from ``seed`` so the same call gives the same weights.
     The VAE stays float32 (as Wan's model cards recommend); ``dtype`` applies to transformer and text encoder.
+    ``vae_scale`` (4, 8, 16) and ``patch`` (the transformer's spatial patch) change the token grid; the
+    defaults are Wan2.1's (8, 2) and keep the exact weights of earlier versions.
     """
     import torch
-    from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline
+    from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
     from transformers import UMT5Config, UMT5EncoderModel
 
     from generation.tiny_tokenizer import build_tiny_tokenizer
@@ -82,18 +109,18 @@ def build_tiny_pipeline(
         raise ValueError(f"tiny pipeline variant {variant!r} is not one of {VARIANTS}")
     dtype = dtype or torch.float32
     tokenizer = build_tiny_tokenizer()
-    torch.manual_seed(seed)
-    vae = AutoencoderKLWan(**VAE_KWARGS).eval()
+    vae = build_tiny_vae(vae_scale, seed)
     scheduler = FlowMatchEulerDiscreteScheduler(shift=7.0)
     torch.manual_seed(seed)
     config = UMT5Config(vocab_size=len(tokenizer), **TEXT_ENCODER_KWARGS)
     text_encoder = UMT5EncoderModel(config).eval()
     if dtype != torch.float32:
         text_encoder = text_encoder.to(dtype)
-    transformer = build_tiny_transformer(seed, dtype)
+    tr_kw: dict[str, Any] = {} if patch == 2 else {"patch_size": (1, int(patch), int(patch))}
+    transformer = build_tiny_transformer(seed, dtype, **tr_kw)
     kwargs: dict[str, Any] = {}
     if variant == "wan2.2":
-        kwargs["transformer_2"] = build_tiny_transformer(seed + 1, dtype)
+        kwargs["transformer_2"] = build_tiny_transformer(seed + 1, dtype, **tr_kw)
         kwargs["boundary_ratio"] = (
             TINY_WAN22_BOUNDARY_RATIO if boundary_ratio is None else float(boundary_ratio)
         )

@@ -1,7 +1,7 @@
 """``CompbenchConfig``: one config for generate, score, report and export (defaults <- preset <- key=value).
 
 Presets live in ``configs/compbench/`` (``--preset compbench/tiny``, ``compbench/wan2.1-t2v-14b``,
-``compbench/wan2.2-t2v-a14b``). ``generate.*`` is a full :class:`generation.cli.GenerateConfig` (model,
+``compbench/wan2.2-t2v-a14b``). ``generate.*`` is a full :class:`generation.pipeline.GenerateConfig` (model,
 size, steps, ``comp_attn``); the method decides which of SCI/LAM is on (see :data:`METHODS`).
 """
 
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from generation.cli import GenerateConfig
-from generation.comp_attn import CompAttnConfig
-from vidlab.config import ConfigError
+from generation.config import CompAttnConfig
+from generation.pipeline import GenerateConfig
+from vidlab.config import ConfigError, in_range
+from vidlab.distributed.config import RunConfig as BaseRunConfig
 
 # method -> (Comp-Attn enabled, SCI enabled, LAM enabled). baseline is diffusers' own attention, same seed.
 METHODS: dict[str, tuple[bool, bool, bool]] = {
@@ -24,15 +26,15 @@ METHODS: dict[str, tuple[bool, bool, bool]] = {
 
 
 @dataclass
-class RunConfig:
-    """Where generation runs. Not part of the job identity: more workers still resume the same job."""
+class RunConfig(BaseRunConfig):
+    """Where generation runs: vidlab's ``run:`` block (backend, workers, cpus/gpus_per_worker, retries; each
+    worker loads the pipeline once; gpus_per_worker=1 on a GPU cluster) plus the planning threads and the
+    progress bar. Not part of the job identity: more workers still resume the same job. The old names
+    (num_workers, num_gpus_per_worker, ...) work for one release with a warning."""
 
-    backend: str = "local"  # local | ray (RAY_ADDRESS connects to a cluster)
-    num_workers: int = 1  # Ray actors; each loads the pipeline once
-    num_cpus_per_worker: float = 1
-    num_gpus_per_worker: float = 0  # 1 on a GPU cluster: one pipeline per GPU
-    max_retries: int = 1  # per run; a rerun retries failures again
-    plan_threads: int = 4  # planning stage (the LLM planner is network bound)
+    plan_threads: int = field(
+        default=4, metadata=in_range(1, 256)
+    )  # planning (the LLM planner is network bound)
     progress: bool = True
 
 
@@ -81,6 +83,8 @@ class CompbenchConfig:
     score: ScoreConfig = field(default_factory=ScoreConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
 
+    PRESET_DIR: ClassVar[str] = "compbench"  # `--preset tiny` reads configs/compbench/tiny.yaml
+
     def check(self) -> CompbenchConfig:
         """Validate what a model load would only find out later; returns self."""
         bad = [m for m in self.methods if m not in METHODS]
@@ -92,20 +96,12 @@ class CompbenchConfig:
             raise ConfigError("seeds must list at least one seed")
         if self.planner not in ("rule", "llm"):
             raise ConfigError(f"planner {self.planner!r} must be rule or llm")
-        if self.run.backend not in ("local", "ray"):
-            raise ConfigError(f"run.backend {self.run.backend!r} must be local or ray")
-        if self.run.num_workers < 1:
-            raise ConfigError(f"run.num_workers must be >= 1, got {self.run.num_workers}")
         g = self.generate
         if g.seed != 0 or g.planner != "rule" or g.num_videos != 1:
             raise ConfigError(
                 "generate.seed / generate.planner / generate.num_videos are not used by compbench: "
                 "set seeds=[...] and planner=... at the top level (one video per prompt x seed x method)"
             )
-        if g.frames % 4 != 1 or g.frames < 1:
-            raise ConfigError(f"generate.frames={g.frames} must be 4k+1 (Wan's VAE compresses time by 4)")
-        if g.height % 16 or g.width % 16:
-            raise ConfigError(f"generate.height/width {g.height}x{g.width} must be multiples of 16")
         if self.prompts_per_category is not None and self.prompts_per_category < 1:
             raise ConfigError(f"prompts_per_category must be >= 1, got {self.prompts_per_category}")
         return self

@@ -3,7 +3,7 @@
 ``generate_run(cfg)`` validates the config and the suite, takes the job folder (``<out>/gen``: lock +
 identity, so a rerun with other generation settings is refused, naming what differs), plans every layout,
 then runs :class:`CompbenchWorker` over the items with :func:`vidlab.distributed.run_job` (local, or Ray
-actors with ``run.num_gpus_per_worker`` each). Items are ordered prompt by prompt, so the methods of one
+actors with ``run.gpus_per_worker`` each). Items are ordered prompt by prompt, so the methods of one
 prompt run back to back on a loaded pipeline. A finished item counts only if its mp4 is complete (decodes
 to the expected frame count); failures are recorded and retried on the next run. ``<out>/manifest.jsonl``
 then holds one row per item: prompt id, category, method, seed, paths, seconds, peak memory, status, error.
@@ -93,6 +93,22 @@ def video_complete(out: Path, item: dict[str, Any], frames: int) -> bool:
         return False
 
 
+def check_devices(cfg: CompbenchConfig) -> None:
+    """Refuse GPU settings this machine cannot meet, up front and in one line (before planning, before Ray
+    would wait forever for a GPU node): ``run.gpus_per_worker`` > 0 with no local GPU and no cluster
+    (``RAY_ADDRESS``), or a ``generate.device`` the machine does not have."""
+    from generation.pipeline import check_device
+    from vidlab.devices import require_local_gpus
+
+    require_local_gpus(
+        cfg.run.gpus_per_worker,
+        "run.gpus_per_worker",
+        hint=" and generate.device=cpu to run on this machine's CPU",
+    )
+    if not (cfg.run.backend == "ray" and cfg.run.gpus_per_worker > 0):  # else the device is the worker's
+        check_device(cfg.generate, setting="generate.device")
+
+
 def generate_run(
     cfg: CompbenchConfig,
     worker_cls: type | None = None,
@@ -105,6 +121,7 @@ def generate_run(
     from vidlab.io import sweep_stale
 
     cfg.check()
+    check_devices(cfg)
     suite, prompts = select_prompts(cfg)
     out = Path(cfg.out)
     items = build_items(cfg, prompts)
@@ -122,11 +139,7 @@ def generate_run(
             items,
             worker_cls or CompbenchWorker,
             gen_dir,
-            backend=cfg.run.backend,
-            num_workers=cfg.run.num_workers,
-            num_cpus_per_worker=cfg.run.num_cpus_per_worker,
-            num_gpus_per_worker=cfg.run.num_gpus_per_worker,
-            max_retries=cfg.run.max_retries,
+            run=cfg.run,
             worker_kwargs={
                 "generate": dataclasses.asdict(cfg.generate),
                 "out": str(out),
@@ -167,16 +180,17 @@ def plan_run(cfg: CompbenchConfig) -> Any:
 
 def manifest_rows(cfg: CompbenchConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per item from the job records (latest wins; ``pending`` if it never ran)."""
-    from vidlab.distributed import read_records
+    from vidlab.distributed import JobRecords, error_text, read_job
 
     out = Path(cfg.out)
-    records = read_records(out / GEN_DIR) if (out / GEN_DIR).is_dir() else {}
+    job = (
+        read_job(out / GEN_DIR, ids=[it["id"] for it in items]) if (out / GEN_DIR).is_dir() else JobRecords()
+    )
     rows = []
     for it in items:
-        rec = records.get(it["id"], {})
-        res = rec.get("result") or {}
-        err = rec.get("error") or None
-        status = rec.get("status", "pending")
+        res = job.ok.get(it["id"]) or {}
+        err = job.failed.get(it["id"])
+        status = "ok" if it["id"] in job.ok else "error" if err is not None else "pending"
         if status == "ok" and not video_complete(out, it, cfg.generate.frames):
             status, err = (
                 "pending",
@@ -197,10 +211,8 @@ def manifest_rows(cfg: CompbenchConfig, items: list[dict[str, Any]]) -> list[dic
                 "peak_gpu_mb": res.get("peak_gpu_mb"),
                 "peak_rss_mb": res.get("peak_rss_mb"),
                 "status": status,
-                "error": None
-                if status == "ok" or err is None
-                else f"{err.get('type')}: {err.get('message')}",
-                "attempts": rec.get("attempts"),
+                "error": None if status == "ok" or err is None else error_text(err),
+                "attempts": job.attempts.get(it["id"]),
                 **(
                     {"layout_faithfulness": res["layout_faithfulness"]}
                     if "layout_faithfulness" in res

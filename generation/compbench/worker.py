@@ -1,8 +1,8 @@
 """``CompbenchWorker``: one Wan pipeline per worker (Ray actor or in-process), every method run on it.
 
-The pipeline is loaded once in ``__init__``; each ``process(item)`` installs Comp-Attn with the item's
-method (baseline = diffusers' own attention), generates with the item's seed and the pre-planned layout
-file, removes Comp-Attn again (the very same processors come back), and writes the mp4 atomically
+The pipeline is loaded once in ``__init__``; each ``process(item)`` runs ``generation.pipeline.generate_video``
+with the item's method (baseline = diffusers' own attention), seed and pre-planned layout file (Comp-Attn is
+installed and removed again around the call: the very same processors come back), and writes the mp4 atomically
 (``vidlab.io.atomic_path``): a killed worker never leaves a file under the final name.
 """
 
@@ -46,7 +46,7 @@ class CompbenchWorker:
     """Generates compbench items; ``generate`` is a GenerateConfig as a dict, ``out`` the run folder."""
 
     def __init__(self, generate: dict[str, Any], out: str, measure_layout: bool = False) -> None:
-        from generation.cli import GenerateConfig, load_pipeline
+        from generation.pipeline import GenerateConfig, load_pipeline
         from vidlab.config import from_dict
 
         self.cfg = from_dict(GenerateConfig, generate)
@@ -61,10 +61,9 @@ class CompbenchWorker:
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        from generation.cli import pipeline_kwargs, to_uint8
-        from generation.comp_attn import apply_comp_attn
         from generation.compbench.config import method_comp_attn
         from generation.layout import Layout
+        from generation.pipeline import generate_video
         from vidlab.io import atomic_path
         from vidlab.video import write_video
 
@@ -77,17 +76,15 @@ class CompbenchWorker:
         layout = Layout.load(layout_file)
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.reset_peak_memory_stats()
-        comp = apply_comp_attn(
-            self.pipe, method_comp_attn(cfg.comp_attn, item["method"], self.measure_layout)
+        gen = generate_video(
+            self.pipe,
+            cfg,
+            item["prompt"],
+            layout,
+            seed=int(item["seed"]),
+            comp_attn=method_comp_attn(cfg.comp_attn, item["method"], self.measure_layout),
         )
-        kwargs = pipeline_kwargs(cfg, self.pipe, seed=int(item["seed"]))
-        t0 = time.perf_counter()
-        try:
-            res = comp.generate(item["prompt"], layout=layout, **kwargs)
-        finally:
-            comp.remove()
-        seconds = time.perf_counter() - t0
-        frames = to_uint8(res.frames)
+        res, seconds, frames = gen.result, gen.seconds, gen.frames
         video = self.out / item["video"]
         video.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(video) as tmp:

@@ -9,7 +9,8 @@ import torch
 
 from generation.attention_maps import AttentionMapStore
 from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness, placebo_layout
-from generation.comp_attn import CompAttnConfig, apply_comp_attn
+from generation.comp_attn import apply_comp_attn
+from generation.config import CompAttnConfig
 from generation.layout import Layout, Relation, SubjectLayout
 from generation.tiny import build_tiny_pipeline
 

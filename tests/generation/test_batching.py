@@ -10,7 +10,8 @@ from functools import lru_cache
 import pytest
 import torch
 
-from generation.comp_attn import CompAttnConfig, apply_comp_attn
+from generation.comp_attn import apply_comp_attn
+from generation.config import CompAttnConfig
 from generation.errors import BatchNotSupportedError
 from generation.layout import Layout, SubjectLayout
 from generation.tiny import build_tiny_pipeline

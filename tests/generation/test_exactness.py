@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from generation.comp_attn import CompAttnConfig, apply_comp_attn
+from generation.comp_attn import apply_comp_attn
+from generation.config import CompAttnConfig
 from generation.layout import Layout, SubjectLayout
 from generation.tiny import build_tiny_pipeline
 

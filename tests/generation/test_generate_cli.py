@@ -5,7 +5,8 @@ import json
 import pytest
 import yaml
 
-from generation.cli import GenerateConfig, generate_main
+from generation.cli import generate_main
+from generation.pipeline import GenerateConfig
 from vidlab.config import ConfigError, resolve
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "9", "--steps", "2"]
@@ -188,3 +189,50 @@ def test_no_subjects_without_lam_asked_warns_in_one_line(tmp_path, capsys):
     assert rc == 0 and (out / "video.mp4").is_file()
     warning = [line for line in err.splitlines() if "warning" in line]
     assert warning and warning[0].startswith("vidlab generate: warning: the layout has no subjects")
+
+
+def test_a_config_built_in_python_is_checked_like_one_from_a_preset():
+    with pytest.raises(ConfigError, match="steps: expected an int >= 1, got 0"):
+        GenerateConfig(steps=0)
+    with pytest.raises(ConfigError, match="alpha_max: expected a number >= 0.0, got -1.0"):
+        from generation.config import LAMConfig
+
+        LAMConfig(alpha_max=-1.0)
+    with pytest.raises(ConfigError, match="mask_source"):
+        resolve(GenerateConfig, None, ["comp_attn.lam.mask_source=blob"])
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_device_cuda_without_a_gpu_is_one_line_before_any_load(tmp_path, capsys, monkeypatch):
+    import generation.cli as cli
+    from vidlab.cli import main
+
+    def no_load(cfg):
+        raise AssertionError("the pipeline must not load")
+
+    monkeypatch.setattr(cli, "load_pipeline", no_load)
+    out = tmp_path / "out"
+    rc = main(["generate", "a red cat", "--out", str(out), "device=cuda"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "device='cuda'" in err and "cpu" in err, err
+    assert not out.exists()
+
+
+def test_a_size_off_the_models_token_grid_is_refused_before_loading(tmp_path, capsys):
+    import json as _json
+
+    from generation.tiny import build_tiny_pipeline
+
+    model = tmp_path / "wan-16x"
+    build_tiny_pipeline(vae_scale=16).save_pretrained(model)  # 32 px per token
+    vae_cfg = _json.loads((model / "vae" / "config.json").read_text())
+    assert vae_cfg["scale_factor_spatial"] == 16
+    capsys.readouterr()  # save_pretrained's progress bars
+    out = tmp_path / "out"
+    rc, err = _run(capsys, "a red cat", f"model={model}", "--out", str(out), "--height", "48", *SMALL[2:])
+    assert (
+        rc == 2
+        and len(err.splitlines()) == 1
+        and "height=48 must be a positive multiple of spatial_stride=32" in err
+    ), err
+    assert not out.exists()

@@ -107,3 +107,52 @@ def test_group_attention_sums_a_subjects_columns_and_averages_heads():
     out = L.group_attention(probs, [[0, 1], [2]])
     torch.testing.assert_close(out[:, 0], probs[..., :2].sum(-1).mean(1))
     torch.testing.assert_close(out[:, 1], probs[..., 2].mean(1))
+
+
+def test_mask_source_fused_is_the_box_united_with_the_region_and_box_is_unchanged():
+    torch.manual_seed(0)
+    masks = torch.zeros(2, 8, dtype=torch.bool)
+    masks[0, :4], masks[1, 4:] = True, True
+    targets = L.LamTargets(torch.tensor([1, 2, 5]), [[0, 1], [2]], masks, frames=2)
+    sub = torch.randn(2, 3, 8, 3)  # (B, H, S, n)
+    alpha = torch.tensor([[0.5, 1.0], [0.25, 0.75]])
+    box = L.column_bias(sub, targets, alpha)
+    # "box" is the layout mask alone: +alpha*pos on the box's tokens, alpha*neg elsewhere (written out here)
+    logits = sub.mean(1)
+    mean = logits.mean(1, keepdim=True)
+    pos, neg = logits.amax(1, keepdim=True) - mean, logits.amin(1, keepdim=True) - mean
+    inside = masks[[0, 0, 1]].T.unsqueeze(0)  # (1, S, n)
+    want = alpha[:, [0, 0, 1]].unsqueeze(1) * torch.where(inside, pos, neg)
+    assert torch.equal(box, want)
+    # a region inside the box adds nothing: fused == box, bit for bit
+    inner = torch.zeros(2, 2, 8, dtype=torch.bool)
+    inner[:, 0, 1] = True
+    assert torch.equal(L.column_bias(sub, targets, alpha, inside_masks=L.fused_masks(inner, masks)), box)
+    # where the model already draws subject 0 outside its box (token 6), fused stops pushing it away there
+    region = inner.clone()
+    region[0, 0, 6] = True
+    fused = L.column_bias(sub, targets, alpha, inside_masks=L.fused_masks(region, masks))
+    changed = (fused != box).nonzero().tolist()
+    assert changed and {(b, s) for b, s, _ in changed} == {(0, 6)} and {c for _, _, c in changed} == {0, 1}
+    assert torch.all(fused[0, 6, :2] > 0) and torch.all(box[0, 6, :2] <= 0)
+
+
+def test_mask_source_changes_generation_only_when_fused():
+    from generation.comp_attn import apply_comp_attn
+    from generation.config import CompAttnConfig
+    from generation.tiny import build_tiny_pipeline
+
+    pipe = build_tiny_pipeline()
+    kw = dict(height=32, width=32, num_frames=9, num_inference_steps=4, output_type="latent")
+    out = {}
+    for source in ("box", "fused", "default"):
+        cfg = CompAttnConfig()
+        if source != "default":
+            cfg.lam.mask_source = source
+        with apply_comp_attn(pipe, cfg) as comp:
+            res = comp.generate("a red cat and a blue dog", generator=torch.Generator().manual_seed(0), **kw)
+        out[source] = (torch.as_tensor(res.output.frames), res.lam_log)
+    assert torch.equal(out["box"][0], out["default"][0])  # box is the default, unchanged
+    assert not torch.equal(out["fused"][0], out["box"][0])
+    # the first modulated call sees the same region and IoU either way: only the mask LAM pushes toward differs
+    assert out["fused"][1][0] == out["box"][1][0]

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from generation.comp_attn import CompAttnConfig
+from generation.config import CompAttnConfig
 from generation.controller import CallState, Controller
 from generation.lam import build_targets
 from generation.processor import CompAttnBackendError, CompAttnProcessor
@@ -31,7 +31,10 @@ def _setup(lam_on=True, capture=False, **lam):
     cfg = CompAttnConfig(capture_attention=capture)
     for k, v in lam.items():
         setattr(cfg.lam, k, v)
-    ctl = Controller(cfg, SimpleNamespace(scheduler=None))
+    # four steps; LAM's window (step_fraction 0.3) holds step 0 only
+    pipe = SimpleNamespace(scheduler=SimpleNamespace(timesteps=torch.tensor([4.0, 3.0, 2.0, 1.0])))
+    pipe._current_timestep = torch.tensor(4.0)
+    ctl = Controller(cfg, pipe)
     masks = torch.zeros(2, 2, 2, 2, dtype=torch.bool)
     masks[0, :, :, 0] = True
     masks[1, :, 1, :] = True
@@ -41,7 +44,7 @@ def _setup(lam_on=True, capture=False, **lam):
 
         call.maps = AttentionMapStore(["a", "b"], (2, 2, 2), call.targets.masks.numpy())
     ctl.begin(call)
-    ctl.is_cond, ctl.progress = lam_on, 0.0
+    ctl.on_forward("transformer", "cond" if lam_on else "uncond")  # step 0: inside LAM's window
     original = attn.processor
     proc = CompAttnProcessor(original, ctl, block=0)
     attn.set_processor(proc)
@@ -92,15 +95,21 @@ def test_lam_is_softmax_with_the_bias_on_subject_columns():
     assert m.inside_share()[0][0] > float(L.group_attention(probs, t.groups)[:, 0][:, t.masks[0]].sum() / 2)
 
 
+def _forward_at(ctl, step, name):
+    """What WanPipeline does before a forward: set the current timestep, enter cache_context(name)."""
+    ctl.pipe._current_timestep = ctl.pipe.scheduler.timesteps[step]
+    ctl.on_forward("transformer", name)
+
+
 def test_lam_window_blocks_and_uncond():
     attn, original, proc, ctl, x, ctx = _setup(lam_on=True, blocks=[1])
     assert torch.equal(attn(x, ctx), original(attn, x, ctx))  # block 0 not selected
     ctl.config.lam.blocks = None
-    ctl.progress = 0.5  # beyond step_fraction 0.3
+    _forward_at(ctl, 2, "cond")  # progress 0.5, beyond step_fraction 0.3
     assert torch.equal(attn(x, ctx), original(attn, x, ctx))
-    ctl.progress, ctl.is_cond = 0.0, False  # uncond pass
+    _forward_at(ctl, 0, "uncond")  # uncond pass
     assert torch.equal(attn(x, ctx), original(attn, x, ctx))
-    ctl.is_cond = True
+    _forward_at(ctl, 0, "cond")
     assert not torch.equal(attn(x, ctx), original(attn, x, ctx))
 
 

@@ -6,7 +6,8 @@ import warnings
 import pytest
 import torch
 
-from generation.comp_attn import CompAttnConfig, apply_comp_attn, prepare_inputs
+from generation.comp_attn import apply_comp_attn, prepare_inputs
+from generation.config import CompAttnConfig
 from generation.errors import NoSubjectsError, NoSubjectsWarning, PromptTruncatedWarning
 from generation.lam import build_targets, column_bias, instance_target
 from generation.layout import Layout, SubjectLayout

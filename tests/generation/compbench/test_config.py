@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from generation.comp_attn import CompAttnConfig
 from generation.compbench.config import METHODS, CompbenchConfig, method_comp_attn
+from generation.config import CompAttnConfig
 from vidlab.config import ConfigError, resolve
 
 
@@ -16,11 +16,7 @@ def test_presets_resolve(preset):
     cfg = resolve(CompbenchConfig, preset, []).check()
     assert cfg.methods == list(METHODS)
     if "wan" in preset:
-        assert (
-            cfg.prompts_per_category is None
-            and cfg.run.num_gpus_per_worker == 1
-            and cfg.generate.frames == 81
-        )
+        assert cfg.prompts_per_category is None and cfg.run.gpus_per_worker == 1 and cfg.generate.frames == 81
 
 
 @pytest.mark.parametrize(
@@ -30,7 +26,7 @@ def test_presets_resolve(preset):
         ("seeds=[]", "at least one seed"),
         ("seeds=[1,1]", "must not repeat"),
         ("generate.seed=4", "seeds="),
-        ("run.backend=slurm", "local or ray"),
+        ("run.backend=slurm", r"run.backend: expected one of \['local', 'ray'\]"),
         ("prompts_per_category=0", ">= 1"),
     ],
 )
@@ -48,3 +44,23 @@ def test_methods_switch_sci_and_lam_only():
     inert = method_comp_attn(base, "baseline", capture=True)
     assert inert.enabled and not inert.sci.enabled and not inert.lam.enabled and inert.capture_attention
     assert base.lam.enabled and not base.capture_attention  # the preset's config is not changed
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_gpu_preset_without_a_gpu_is_one_line_before_planning_or_ray(tmp_path, capsys, monkeypatch):
+    from generation.compbench.cli import compbench_main
+    from vidlab.errors import run_command
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    out = tmp_path / "run"
+    argv = ["generate", "--preset", "compbench/wan2.1-t2v-14b", f"out={out}"]
+    assert run_command("vidlab compbench", compbench_main, argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "run.gpus_per_worker=1" in err, err
+    assert not out.exists()
+    # the old key of a user's own preset still works, with one deprecation line
+    from vidlab.config import from_dict
+
+    with pytest.warns(Warning, match="num_workers"):
+        cfg = from_dict(CompbenchConfig, {"run": {"num_workers": 2, "num_gpus_per_worker": 0}})
+    assert (cfg.run.workers, cfg.run.gpus_per_worker, cfg.run.plan_threads) == (2, 0, 4)

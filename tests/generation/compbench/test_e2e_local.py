@@ -27,7 +27,7 @@ def _preset(tmp_path: Path, suite: Path, out: Path) -> Path:
         methods=["baseline", "sci", "lam", "both"],
     )
     cfg["run"]["progress"] = False
-    cfg["run"]["max_retries"] = 0
+    cfg["run"]["retries"] = 0
     p = tmp_path / "cb.yaml"
     p.write_text(yaml.safe_dump(cfg))
     return p

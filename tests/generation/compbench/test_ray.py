@@ -33,7 +33,7 @@ def test_ray_two_actors_and_a_killed_actor(tmp_path, compbench_suite):
         methods=["baseline", "both"],
     )
     cfg["run"].update(
-        backend="ray", num_workers=2, num_cpus_per_worker=1, num_gpus_per_worker=0, progress=False
+        backend="ray", workers=2, cpus_per_worker=1, gpus_per_worker=0, progress=False
     )
     preset = tmp_path / "cb.yaml"
     preset.write_text(yaml.safe_dump(cfg))

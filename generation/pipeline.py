@@ -1,0 +1,303 @@
+"""The Wan pipeline as vidlab uses it: ``GenerateConfig``, model check and load, call arguments, uint8 frames,
+and the one generation recipe (install Comp-Attn, generate, remove, convert) every app calls.
+
+``vidlab generate``, the compbench worker, the demo and the toy-world evaluation all go through
+``load_pipeline`` and ``generate_video``, so a setting means the same thing everywhere. Importing this module
+needs no torch or diffusers (they are imported where used).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from generation.config import CompAttnConfig
+from generation.errors import ModelNotFoundError
+from vidlab.config import in_range as _range
+from vidlab.config import validate
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from generation.comp_attn import CompAttnResult
+
+TINY_MODELS = {"tiny": "wan2.1", "tiny-wan2.2": "wan2.2"}
+# Trained pipelines that ship inside the package, by name (so presets work from an installed wheel too).
+SHIPPED_MODELS = {"toyworld": Path(__file__).resolve().parent / "toyworld" / "weights"}
+
+DTYPES = ("float32", "bfloat16", "float16")
+OFFLOAD = ("none", "model", "sequential")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+DType = Literal["float32", "bfloat16", "float16"]
+
+
+def model_source(name: str) -> str:
+    """A shipped model's folder for its name (``toyworld``), else ``name`` unchanged."""
+    return str(SHIPPED_MODELS[name]) if name in SHIPPED_MODELS else name
+
+
+@dataclass
+class GenerateConfig:
+    """Everything ``vidlab generate`` uses: model and sampling settings plus ``comp_attn``.
+
+    Checked on construction (types, ranges, 4k+1 frames, sides, device form), in Python as from a preset.
+    """
+
+    model: str = "tiny"  # tiny | tiny-wan2.2 | toyworld (shipped, trained) | hub id (Wan-AI/...-Diffusers) | local pipeline dir
+    height: int = field(default=64, metadata=_range(16, None))  # multiple of 16
+    width: int = field(default=64, metadata=_range(16, None))  # multiple of 16
+    frames: int = field(default=17, metadata=_range(1, None))  # 4k+1
+    steps: int = field(default=4, metadata=_range(1, None))
+    guidance: float = field(default=5.0, metadata=_range(0.0, None))
+    # Wan2.2 low-noise expert's guidance (None = same as guidance)
+    guidance_2: float | None = field(default=None, metadata=_range(0.0, None))
+    seed: int = field(default=0, metadata=_range(0, None))
+    fps: int = field(default=8, metadata=_range(1, None))
+    num_videos: int = field(default=1, metadata=_range(1, None))  # videos of the prompt (different noise)
+    negative_prompt: str | None = None
+    flow_shift: float | None = field(default=None, metadata=_range(0.0, None))  # None keeps the checkpoint's
+    dtype: DType = "float32"  # transformer + text encoder dtype
+    vae_dtype: DType = "float32"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    cpu_offload: Literal["none", "model", "sequential"] = "none"
+    attention_backend: str | None = None  # native | flex | xformers | ... (None = diffusers' default)
+    planner: Literal["rule", "llm"] = "rule"  # when no --layout is given
+    comp_attn: CompAttnConfig = field(default_factory=CompAttnConfig)
+
+    PRESET_DIR: ClassVar[str] = "generate"  # `vidlab generate --preset tiny` reads configs/generate/tiny.yaml
+
+    def __post_init__(self) -> None:
+        from vidlab.config import ConfigError
+
+        validate(self)
+        if (self.frames - 1) % 4:
+            raise ConfigError(f"frames: expected 4k+1 (e.g. 9, 17, 33, 81), got {self.frames}")
+        for name in ("height", "width"):
+            v = getattr(self, name)
+            if v % 16:
+                raise ConfigError(f"{name}: expected a multiple of 16 (WanPipeline's rule), got {v}")
+        if not _DEVICE.match(self.device):
+            raise ConfigError(f"device: expected auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
+
+
+def _dtype(name: str):
+    import torch
+
+    if name not in DTYPES:
+        raise ValueError(f"dtype {name!r} is not one of {DTYPES}")
+    return getattr(torch, name)
+
+
+def check_model(name: str) -> str:
+    """``name`` if it can name a Wan pipeline (built-in tiny, a diffusers folder, a hub id), else a one-line
+    ``ModelNotFoundError``. Loads nothing: a hub id is only checked for its ``owner/name`` form here."""
+    if name in TINY_MODELS:
+        return name
+    local = Path(model_source(name)).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise ModelNotFoundError(
+                f"model {name!r} is a file; a local model must be a diffusers pipeline folder"
+            )
+        if not (local / "model_index.json").is_file():
+            raise ModelNotFoundError(
+                f"model folder {local} has no model_index.json (not a diffusers pipeline folder; "
+                "save one with pipe.save_pretrained(dir))"
+            )
+        return name
+    if _HUB_ID.match(name) and not name.startswith((".", "~")):
+        return name
+    close = difflib.get_close_matches(name, [*TINY_MODELS, *SHIPPED_MODELS], n=2)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise ModelNotFoundError(
+        f"unknown model {name!r}: not a built-in model ({', '.join([*TINY_MODELS, *SHIPPED_MODELS])}), not an existing "
+        f"pipeline folder, and not a hub id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers{hint}"
+    )
+
+
+def check_device(cfg: GenerateConfig, setting: str = "device") -> str:
+    """The device the config will run on (``auto`` resolved); a one-line ``DeviceUnavailableError`` naming the
+    ``setting`` when this machine does not have it. Loads nothing: call it before ``load_pipeline``."""
+    from vidlab.devices import cuda_device_count, require_device
+
+    device = require_device(cfg.device, setting=setting)
+    if device == "auto":
+        return "cuda" if cuda_device_count() > 0 else "cpu"
+    return device
+
+
+def model_token_grid(name: str) -> Any:
+    """The ``TokenGrid`` of a model read from its files without loading it (built-in tiny models, local
+    pipeline folders: ``vae/config.json`` and ``transformer/config.json``); None when not known before loading
+    (a hub id), then ``CompAttn.generate`` checks the size against the loaded pipeline."""
+    import json
+
+    from generation.layout import TokenGrid
+
+    if name in TINY_MODELS:
+        return TokenGrid()
+    local = Path(model_source(name)).expanduser()
+    try:
+        vae = json.loads((local / "vae" / "config.json").read_text(encoding="utf-8"))
+        tr = json.loads((local / "transformer" / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    vt, vs = int(vae.get("scale_factor_temporal") or 4), int(vae.get("scale_factor_spatial") or 8)
+    pt, ph, pw = (int(p) for p in tr.get("patch_size") or (1, 2, 2))
+    return TokenGrid(vt * pt, vs * ph, vs * pw, vt, vs, (pt, ph, pw))
+
+
+def check_geometry(cfg: GenerateConfig) -> None:
+    """Frames and size against the model's token grid, before loading it (where the grid can be read)."""
+    grid = model_token_grid(cfg.model)
+    if grid is not None:
+        grid.shape(cfg.frames, cfg.height, cfg.width)
+
+
+def pipeline_kwargs(
+    cfg: GenerateConfig, pipe: Any, seed: int | Sequence[int] | None = None
+) -> dict[str, Any]:
+    """The ``WanPipeline.__call__`` keywords a config means (size, steps, guidance of both experts, negative
+    prompt, videos per prompt, a seeded generator on the pipeline's device, numpy output).
+
+    ``seed``: None = ``cfg.seed``; a list of seeds = one video per seed in one batched call (a generator per
+    video, ``num_videos_per_prompt=len(seeds)``; each video equals its own single-seed call up to float
+    rounding of the batched kernels)."""
+    import torch
+
+    device = "cpu" if cfg.cpu_offload != "none" else pipe._execution_device
+    if seed is not None and not isinstance(seed, int):
+        seeds = [int(s) for s in seed]
+        if not seeds:
+            raise ValueError("seed: an empty list of seeds")
+        generator: Any = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+        videos = len(seeds)
+    else:
+        generator = torch.Generator(device=device).manual_seed(cfg.seed if seed is None else int(seed))
+        videos = cfg.num_videos
+    kwargs: dict[str, Any] = dict(
+        height=cfg.height,
+        width=cfg.width,
+        num_frames=cfg.frames,
+        num_inference_steps=cfg.steps,
+        guidance_scale=cfg.guidance,
+        negative_prompt=cfg.negative_prompt,
+        num_videos_per_prompt=videos,
+        generator=generator,
+        output_type="np",
+    )
+    if cfg.guidance_2 is not None:
+        kwargs["guidance_scale_2"] = cfg.guidance_2
+    return kwargs
+
+
+def load_pipeline(cfg: GenerateConfig) -> Any:
+    """Build or load the Wan pipeline the config names, on its device, with offload/backend/shift applied."""
+    device = check_device(cfg)
+    dtype = _dtype(cfg.dtype)
+    if cfg.model in TINY_MODELS:
+        from generation.tiny import build_tiny_pipeline
+
+        pipe = build_tiny_pipeline(TINY_MODELS[cfg.model], seed=0, dtype=dtype)
+    else:
+        from diffusers import AutoencoderKLWan, WanPipeline
+
+        check_model(cfg.model)
+        local = Path(model_source(cfg.model)).expanduser()
+        src = str(local) if local.exists() else cfg.model
+        if not local.exists():  # a hub id: fail fast (one line) when it is neither cached nor reachable
+            from vidlab.hub import require_hub
+
+            require_hub(cfg.model, what="Wan pipeline", setting="model", markers=("model_index.json",))
+        try:
+            vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", torch_dtype=_dtype(cfg.vae_dtype))
+            pipe = WanPipeline.from_pretrained(src, vae=vae, torch_dtype=dtype)
+        except (OSError, ValueError) as exc:  # hub: not found / offline; folder: missing or broken files
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelNotFoundError(
+                f"could not load Wan pipeline {cfg.model!r} (a hub id needs the network or a cached copy; "
+                f"a folder needs a diffusers layout): {first}"
+            ) from exc
+    if cfg.flow_shift is not None:
+        sc = pipe.scheduler.config
+        key = "flow_shift" if "flow_shift" in sc else "shift"
+        pipe.scheduler = type(pipe.scheduler).from_config(sc, **{key: float(cfg.flow_shift)})
+    if cfg.attention_backend:
+        for name in ("transformer", "transformer_2"):
+            tr = getattr(pipe, name, None)
+            if tr is not None:
+                tr.set_attention_backend(cfg.attention_backend)
+    if cfg.cpu_offload == "model":
+        pipe.enable_model_cpu_offload()
+    elif cfg.cpu_offload == "sequential":
+        pipe.enable_sequential_cpu_offload()
+    else:
+        pipe.to(device)
+    pipe.set_progress_bar_config(disable=False, leave=False, desc="denoising")
+    return pipe
+
+
+def to_uint8(frames: Any) -> np.ndarray:
+    """Frames as uint8 (float frames in [0, 1] are clipped, scaled by 255 and rounded; uint8 kept as is)."""
+    import numpy as np
+
+    arr = np.asarray(frames)
+    if arr.dtype != np.uint8:
+        arr = (np.clip(arr, 0.0, 1.0) * 255.0).round().astype(np.uint8)
+    return arr
+
+
+@dataclass
+class Generation:
+    """One ``generate_video`` call: what Comp-Attn did (``result``), every video as uint8, and the time."""
+
+    result: CompAttnResult
+    videos: list[np.ndarray]  # one uint8 [F, H, W, 3] array per video of the prompt
+    seconds: float
+
+    @property
+    def frames(self) -> np.ndarray:
+        """The first video (uint8 [F, H, W, 3])."""
+        return self.videos[0]
+
+
+def generate_video(
+    pipe: Any,
+    cfg: GenerateConfig,
+    prompt: str,
+    layout: Any = None,
+    *,
+    subjects: list[str] | None = None,
+    seed: int | Sequence[int] | None = None,
+    comp_attn: CompAttnConfig | None = None,
+    require_subjects: bool = False,
+) -> Generation:
+    """The one recipe: install Comp-Attn (``comp_attn`` or ``cfg.comp_attn``), generate, remove, uint8 frames.
+
+    ``layout``: a ``Layout``, a path, ``PreparedInputs`` from ``prepare_inputs``, or None to plan it with
+    ``cfg.planner``. ``seed`` overrides ``cfg.seed``; a list of seeds gives one video per seed in one batched
+    call (``videos[i]`` is seed ``i``'s). The very same processors are back on ``pipe`` afterwards,
+    also when generation fails.
+    """
+    from generation.comp_attn import apply_comp_attn
+
+    kwargs = pipeline_kwargs(cfg, pipe, seed=seed)
+    with apply_comp_attn(pipe, comp_attn if comp_attn is not None else cfg.comp_attn) as comp:
+        t0 = time.perf_counter()
+        res = comp.generate(
+            prompt,
+            layout=layout,
+            subjects=subjects,
+            planner=cfg.planner,
+            require_subjects=require_subjects,
+            **kwargs,
+        )
+        seconds = time.perf_counter() - t0
+    return Generation(res, [to_uint8(v) for v in res.output.frames], seconds)
