@@ -22,7 +22,7 @@ compbench/tiny) and trailing key=value overrides, e.g.
 
 generate plans every layout first (layouts/, LLM planner cache reused), then generates prompt x seed x method
 items (baseline, sci, lam, both share layout and seed), resumably: rerun the same command to finish or retry.
-A rerun with different generation settings is refused (use another out= or --overwrite).
+A rerun with different generation settings is refused (pass another out=DIR, or --overwrite).
 """
 
 
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if name != "metrics":
-            add_config_args(sp)
+            add_config_args(sp, example="prompts_per_category=5 seeds=[0,1] generate.steps=30")
         if name in ("generate", "score"):
             sp.add_argument(
                 "--overwrite", action="store_true", help="discard a previous job with other settings"
@@ -79,6 +79,21 @@ def _config(args: argparse.Namespace) -> Any:
     return config_from_args(CompbenchConfig, args).check()
 
 
+def _own_words(exc: Exception, cfg: Any) -> Exception:
+    """A job-identity refusal in compbench's own words: it has no --out; the folder is ``out=``."""
+    from vidlab.distributed import JobIdentityError
+
+    if not isinstance(exc, JobIdentityError) or not exc.differences:
+        return exc
+    diffs = exc.differences
+    shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+    return JobIdentityError(
+        f"out={cfg.out!r} holds a compbench job with other settings ({shown}); pass another out=DIR, "
+        "or --overwrite to replace it",
+        diffs,
+    )
+
+
 def check_devices(cfg: Any) -> None:
     """Refuse, naming the setting, a ``generate.device`` this machine lacks or GPU workers on a local Ray with
     no GPU (Ray would otherwise wait forever for a node that can fulfil ``{'GPU': 1}``)."""
@@ -93,7 +108,16 @@ def check_devices(cfg: Any) -> None:
 
 def compbench_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab compbench``; returns the exit status."""
+    from vidlab.distributed import JobIdentityError
+
     args = _parser().parse_args(argv)
+    try:
+        return _main(args)
+    except JobIdentityError as e:
+        raise _own_words(e, _config(args)) from None
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.command == "metrics":
         from generation.compbench.metrics import available, get_metric
 

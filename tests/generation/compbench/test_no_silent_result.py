@@ -217,6 +217,10 @@ def test_score_exits_nonzero_on_failed_items_and_uses_the_layout_without_metadat
     try:
         assert cli("generate") == 0
         capsys.readouterr()
+        # a changed job is refused in compbench's own words: it has no --out, its folder is out=
+        assert cli("generate", "generate.steps=3") == 2
+        err = capsys.readouterr().err
+        assert "pass another out=DIR" in err and "--out" not in err and "generate.steps" in err
         assert cli("score") == 1
         text = capsys.readouterr().out
         assert "score: fails_on_numeracy failed on 2 video(s)" in text and "detector crashed" in text
