@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ def _config_args(p: argparse.ArgumentParser) -> None:
     from vidlab.config import add_config_args
 
     g = p.add_argument_group("configuration (one grammar for qa, eval-qa and classify)")
-    add_config_args(g)
+    add_config_args(g, example="episode.max_calls=3 episode.frame_resize=fit")
     g.add_argument("--config", dest="legacy_config", metavar="PRESET", help="deprecated alias of --preset")
 
 
@@ -68,6 +69,9 @@ def _flag_keys() -> set[str]:
     return keys
 
 
+_OVERRIDE_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*=\S*$")  # key=value, no spaces
+
+
 def _parse(p: argparse.ArgumentParser, argv: list[str], greedy: tuple[str, ...] = ()) -> argparse.Namespace:
     """Parse ``argv``; ``key=value`` words anywhere (even after a multi-value option) are overrides."""
     args, extra = p.parse_known_args(argv)
@@ -78,6 +82,17 @@ def _parse(p: argparse.ArgumentParser, argv: list[str], greedy: tuple[str, ...] 
         if values:
             kept = [v for v in values if not ("=" in v and v.split("=", 1)[0].split(".")[0] in keys)]
             overrides += [v for v in values if v not in kept]
+            for v in kept:  # `--options a b steps=8`: never silently an option "C. steps=8"
+                if _OVERRIDE_WORD.match(v):
+                    import difflib
+
+                    key = v.split("=", 1)[0]
+                    close = difflib.get_close_matches(key, sorted(keys), n=2)
+                    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+                    p.error(
+                        f"--{dest.replace('_', '-')} word {v!r} looks like a key=value setting, but {key!r} is "
+                        f"not one{hint}; if it is an option's text, write it with spaces ({key} = ...)"
+                    )
             setattr(args, dest, kept or None)
     for word in extra:
         if "=" in word and not word.startswith("-"):
@@ -141,7 +156,11 @@ def _qa_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--options", nargs="+", metavar="OPTION", help="answer options (multiple choice); omit for open-ended"
     )
-    p.add_argument("--policy", help="policy spec (see below); default const:A")
+    p.add_argument(
+        "--policy",
+        help="policy spec (see below); required unless a preset or policy=... sets it "
+        "(const:A, the answer-A baseline, is never picked silently)",
+    )
     p.add_argument("--strategy", help="agent (default), uniform:K or clip:K")
     p.add_argument(
         "--clip-model", help="CLIP model for clip_sample, e.g. ViT-B-16:openai (default: uniform tool only)"
@@ -178,7 +197,9 @@ def truth_letter(truth: str | None, options: list[str] | None) -> str | None:
     for ch, o in zip(letters, options):
         if o.strip().lower() == t.lower():
             return ch
-    raise UsageError(f"--truth {truth!r} is neither an option letter ({', '.join(letters)}) nor one of {options}")
+    raise UsageError(
+        f"--truth {truth!r} is neither an option letter ({', '.join(letters)}) nor one of {options}"
+    )
 
 
 def qa_record(traj: Any, truth: str | None = None) -> dict[str, Any]:
@@ -264,6 +285,7 @@ def _qa(argv: list[str]) -> int:
             "episode.seed": args.seed,
         },
     )
+    _require_policy(args)
     check_policy_spec(cfg.policy)
     check_strategy(cfg.strategy, cfg.clip_model)
     _require_file(args.video, "the video to ask about", "--video")
@@ -291,6 +313,21 @@ def _qa(argv: list[str]) -> int:
         atomic_write_text(args.json, json.dumps(rec, indent=2, default=str))
         print(f"trajectory written to {args.json}")
     return 0
+
+
+def _require_policy(args: argparse.Namespace) -> None:
+    """``vidlab qa`` answers with the policy the user named (flag, ``policy=`` override or preset): the config's
+    default, const:A, answers "A" without looking, and a printed answer from it would pass for a model's."""
+    from vidlab.config import load_preset
+
+    if args.policy or any(o.split("=", 1)[0].strip() == "policy" for o in args.overrides or []):
+        return
+    if args.preset and "policy" in load_preset(args.preset, EvalConfig.PRESET_DIR):
+        return
+    raise UsageError(
+        "--policy is required: which model answers? e.g. --policy toy:shipped (the toy-world policy), "
+        "hf:Qwen/Qwen2.5-VL-7B-Instruct, openai:URL@MODEL, or const:A (the answer-A baseline, no model)"
+    )
 
 
 def run_qa(cfg: EvalConfig, video: str, question: str, options: list[str] | None = None) -> Any:
