@@ -1,7 +1,7 @@
 """Measure a planner on T2V-CompBench's prompts: subjects found, counts, relations and motion directions.
 
-``python -m generation.planners.compbench_check [DATA_DIR] [--planner rule]`` prints one line per figure and
-a final JSON line. DATA_DIR holds ``prompts/`` and ``meta_data/`` (default ``../shared/data/t2v-compbench``
+``python benchmarks/planner_compbench.py [DATA_DIR] [--planner rule]`` (or ``vidlab bench planner_compbench``)
+prints one line per figure and a final JSON line. DATA_DIR holds ``prompts/`` and ``meta_data/`` (default ``../shared/data/t2v-compbench``
 next to the repository). The expected values are read from the benchmark's metadata where it exists
 (subjects, counts; for dynamic attributes the head noun of ``state 0``) and from direction/relation words in the prompt, independently of the planner's patterns.
 """
@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from generation.layout import SPATIAL_RELATIONS, Layout
-from generation.planners.lexicon import QUANTIFIERS, singular
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, when run as a script
+from generation.layout import SPATIAL_RELATIONS, Layout  # noqa: E402
+from generation.planners.lexicon import QUANTIFIERS, singular  # noqa: E402
 
 PROMPT_FILES = (
     "1_consistent_attr.txt",
@@ -28,7 +29,7 @@ PROMPT_FILES = (
     "6_interaction.txt",
     "7_numeracy.txt",
 )
-DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "t2v-compbench"
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "t2v-compbench"
 
 SPATIAL_CUES = {  # first match wins
     "left of": r"\bleft(?: side)? of\b",
@@ -173,13 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     """Print the figures; exit 2 when the data is missing."""
     ap = argparse.ArgumentParser(
         description="Measure a layout planner on T2V-CompBench prompts.",
-        epilog="example: python -m generation.planners.compbench_check ../shared/data/t2v-compbench",
+        epilog="example: python benchmarks/planner_compbench.py ../shared/data/t2v-compbench",
     )
     ap.add_argument(
         "data", nargs="?", type=Path, default=DEFAULT_DATA, help="folder with prompts/ and meta_data/"
     )
     ap.add_argument("--planner", default="rule", help="planner name for plan_layout (default: rule)")
     ap.add_argument("--show-misses", action="store_true", help="list every miss")
+    ap.add_argument(
+        "--quick", action="store_true", help="accepted for `vidlab bench` (the check takes seconds)"
+    )
     args = ap.parse_args(argv)
     if not (args.data / "prompts").is_dir():
         print(f"no T2V-CompBench data at {args.data} (needs prompts/ and meta_data/)", file=sys.stderr)

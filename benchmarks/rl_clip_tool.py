@@ -1,6 +1,6 @@
 """Cost per ``clip_sample`` call on a rollout worker: one CLIP per worker vs a shared Ray actor for text queries.
 
-    python -m understanding.rl.bench_clip_tool [--calls 20] [--frames 1200] [--no-ray]
+    python benchmarks/rl_clip_tool.py [--calls 20] [--frames 1200] [--no-ray] [--quick]
 
 Measured side by side in one run, all on CPU with one intra-op thread:
 1. the ViT-B/16 text tower (OpenAI CLIP's architecture, random weights: the cost is the architecture's) embedding
@@ -9,17 +9,21 @@ Measured side by side in one run, all on CPU with one intra-op thread:
    what a shared embedding actor would cost per call, serialization and scheduling included;
 3. a whole ``ClipSampleTool.execute`` (tiny built-in CLIP over a warm, memory-mapped ``FrameIndex``): the part of a
    call that does not depend on where the text is embedded (index lookup, top-4, decoding 4 frames).
-Prints medians and the actor / in-process ratio.
+Prints medians and the actor / in-process ratio, then one JSON line (``vidlab bench rl_clip_tool``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, when run as a script
 
 
 def _median_ms(fn, n: int) -> float:
@@ -52,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--frames", type=int, default=1200)
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray actor measurement")
+    ap.add_argument("--quick", action="store_true", help="5 calls over 240 frames")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.calls, args.frames = 5, 240
     import torch
 
     torch.set_num_threads(1)
@@ -79,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 def embed_one(self, p: str):
                     return self.embed(p)
 
-            actor = TextEmbedder.remote()  # type: ignore[attr-defined]
+            actor = TextEmbedder.remote()
             ray.get(actor.embed_one.remote(prompt))
             actor_ms = _median_ms(lambda: ray.get(actor.embed_one.remote(prompt)), args.calls)
         finally:
@@ -120,6 +127,15 @@ def main(argv: list[str] | None = None) -> int:
         call()  # builds the index once (decode + embed every grid frame)
         whole = _median_ms(call, args.calls)
     print(f"ClipSampleTool.execute, tiny CLIP, warm index ({args.frames} frames): {whole:.1f} ms / call")
+    figures = {
+        "in_process_text_ms": round(local, 2),
+        "ray_actor_text_ms": None if actor_ms is None else round(actor_ms, 2),
+        "actor_over_in_process": None if actor_ms is None else round(actor_ms / local, 3),
+        "tool_call_ms": round(whole, 2),
+        "calls": args.calls,
+        "frames": args.frames,
+    }
+    print(json.dumps(figures))
     return 0
 
 
