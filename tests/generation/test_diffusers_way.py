@@ -133,25 +133,29 @@ def test_remove_and_with_restore_the_very_same_objects():
     apply_comp_attn(pipe).remove()  # can be applied again
 
 
-def test_torch_compile_fullgraph_with_comp_attn_on_has_no_graph_break_and_equal_output():
+@pytest.mark.parametrize("variant,backend", [("wan2.1", "eager"), ("wan2.2", "aot_eager")])
+def test_torch_compile_fullgraph_with_comp_attn_on_has_no_graph_break_and_equal_output(variant, backend):
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    pipe = build_tiny_pipeline()
+    pipe = build_tiny_pipeline(variant)
     cfg = CompAttnConfig(capture_attention=True)
-    cfg.lam.step_fraction = 0.5
+    cfg.lam.step_fraction = cfg.lam.step_fraction_2 = 0.5  # LAM on in both experts of Wan2.2
     comp = apply_comp_attn(pipe, cfg)
+    names = [n for n in ("transformer", "transformer_2") if getattr(pipe, n, None) is not None]
+    originals = {n: getattr(pipe, n) for n in names}
     try:
         eager = comp.generate(PROMPT, generator=_g(), **KW)
-        original = pipe.transformer
         torch._dynamo.reset()
         counters.clear()
-        pipe.transformer = torch.compile(original, fullgraph=True, backend="eager")
+        for n in names:
+            setattr(pipe, n, torch.compile(originals[n], fullgraph=True, backend=backend))
         try:
             compiled = pipe(PROMPT, generator=_g(), **KW).frames
             res = comp.last_result
         finally:
-            pipe.transformer = original
+            for n in names:
+                setattr(pipe, n, originals[n])
         breaks = sum(counters["graph_break"].values())
         assert breaks == 0, dict(counters["graph_break"])
         assert counters["stats"]["unique_graphs"] >= 1  # it really compiled
