@@ -66,9 +66,12 @@ def identity(cfg: CompbenchConfig, suite: Suite) -> dict[str, Any]:
 
     from vidlab.distributed import make_identity
 
+    generate = dataclasses.asdict(cfg.generate)
+    if generate["comp_attn"]["lam"].get("mask_source") == "box":  # the rule before the setting existed:
+        del generate["comp_attn"]["lam"]["mask_source"]  # runs made before it keep their identity and resume
     return make_identity(
         {
-            "generate": dataclasses.asdict(cfg.generate),
+            "generate": generate,
             "planner": cfg.planner,
             # the LLM that plans the layouts (None for the rule planner)
             "planner_model": os.environ.get("VIDLAB_LLM_MODEL") if cfg.planner == "llm" else None,

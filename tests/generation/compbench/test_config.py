@@ -64,3 +64,20 @@ def test_gpu_preset_without_a_gpu_is_one_line_before_planning_or_ray(tmp_path, c
     with pytest.warns(Warning, match="num_workers"):
         cfg = from_dict(CompbenchConfig, {"run": {"num_workers": 2, "num_gpus_per_worker": 0}})
     assert (cfg.run.workers, cfg.run.gpus_per_worker, cfg.run.plan_threads) == (2, 0, 4)
+
+
+def test_lam_mask_source_keeps_old_job_identities_unless_it_changes_the_videos():
+    import dataclasses
+
+    from generation.compbench.jobs import identity
+
+    suite = type("S", (), {"fingerprint": "f"})()
+    base = resolve(CompbenchConfig, "compbench/tiny")
+    ident = identity(base, suite)
+    assert "mask_source" not in str(ident)  # "box" is what every earlier run did: same identity, it resumes
+    fused = dataclasses.replace(base)
+    fused.generate = dataclasses.replace(base.generate, comp_attn=CompAttnConfig())
+    fused.generate.comp_attn.lam.mask_source = "fused"
+    boxed = dataclasses.replace(base)
+    boxed.generate = dataclasses.replace(base.generate, comp_attn=CompAttnConfig())
+    assert identity(fused, suite) != identity(boxed, suite)
