@@ -186,7 +186,11 @@ def test_run_method_on_the_shipped_model_and_a_resume_never_touches_it(tmp_path)
         None, "lam", items, [0, 1], s, progress=False, cache=RecordCache(tmp_path / "c.json"), fingerprint=fp
     )
     assert again == recs  # from the cache: the pipeline (None here) was never called
-    with pytest.raises(AttributeError):  # a different setting is not in the cache: it needs the model
+    from generation.comp_attn import CompAttnError
+
+    with pytest.raises(
+        CompAttnError, match="no transformer"
+    ):  # another setting is not cached: it needs the model
         run_method(
             None,
             "placebo",
