@@ -215,7 +215,13 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
         if not local.exists():  # a hub id: fail fast (one line) when it is neither cached nor reachable
             from vidlab.hub import require_hub
 
-            require_hub(cfg.model, what="Wan pipeline", setting="model", markers=("model_index.json",))
+            require_hub(
+                cfg.model,
+                what="Wan pipeline",
+                setting="model",
+                markers=("model_index.json",),
+                use="--model DIR (model=DIR)",
+            )
         try:
             vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", torch_dtype=_dtype(cfg.vae_dtype))
             pipe = WanPipeline.from_pretrained(src, vae=vae, torch_dtype=dtype)
