@@ -125,6 +125,9 @@ def generate_run(
 
     cfg.check()
     check_devices(cfg)
+    from generation.pipeline import check_geometry
+
+    check_geometry(cfg.generate)  # size/frames against the model's token grid, where it can be read unloaded
     suite, prompts = select_prompts(cfg)
     out = Path(cfg.out)
     items = build_items(cfg, prompts)

@@ -120,3 +120,47 @@ def test_transformer_forward_takes_timestep_and_encoder_hidden_states_by_keyword
 
     params = list(inspect.signature(WanTransformer3DModel.forward).parameters)
     assert params[1:4] == ["hidden_states", "timestep", "encoder_hidden_states"]  # the pre-hook reads these
+
+
+def test_the_denoising_loop_announces_each_pass_outside_the_forward():
+    """Comp-Attn's controller learns the step and the cond/uncond pass from ``pipe._current_timestep`` and
+    ``transformer.cache_context(name)``, which WanPipeline sets/enters right before each denoiser call."""
+    from diffusers import WanPipeline, WanTransformer3DModel
+
+    src = inspect.getsource(WanPipeline.__call__)
+    assert "self._current_timestep = t" in src
+    cond, uncond, call = (
+        src.find('cache_context("cond"'),
+        src.find('cache_context("uncond"'),
+        src.find("current_model("),
+    )
+    assert 0 <= cond < call and uncond > cond, (
+        "WanPipeline no longer wraps its denoiser calls in cache_context"
+    )
+    assert callable(getattr(WanTransformer3DModel, "cache_context", None))
+    # the same, observed: every denoiser forward of a real call comes inside cache_context("cond"|"uncond")
+    from generation.tiny import build_tiny_pipeline
+
+    pipe = build_tiny_pipeline()
+    tr, seen, current = pipe.transformer, [], []
+    original = type(tr).cache_context
+
+    import contextlib
+
+    @contextlib.contextmanager
+    def spy(name, *a, **k):
+        current.append((name, float(pipe._current_timestep)))
+        with original(tr, name, *a, **k):
+            yield
+        current.pop()
+
+    tr.cache_context = spy
+    hook = tr.register_forward_pre_hook(lambda *_: seen.append(current[-1] if current else None))
+    try:
+        with torch.no_grad():
+            pipe("a cat", height=32, width=32, num_frames=5, num_inference_steps=2, output_type="latent")
+    finally:
+        hook.remove()
+        del tr.cache_context
+    steps = [float(t) for t in pipe.scheduler.timesteps]
+    assert seen == [(name, t) for t in steps for name in ("cond", "uncond")]
