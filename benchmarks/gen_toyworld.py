@@ -307,7 +307,7 @@ def _val_row(value: float, multi: list[dict], single: list[dict]) -> dict[str, A
 def _has_mask_source() -> bool:
     import dataclasses
 
-    from generation.comp_attn import LAMConfig
+    from generation.config import LAMConfig
 
     return "mask_source" in {f.name for f in dataclasses.fields(LAMConfig)}
 
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from generation.comp_attn import LAMConfig, SCIConfig
+    from generation.config import LAMConfig, SCIConfig
     from generation.toyworld.evaluate import (
         RecordCache,
         SamplingConfig,

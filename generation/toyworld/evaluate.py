@@ -1,6 +1,6 @@
 """Evaluation glue: load the trained toy-world Wan, generate with or without Comp-Attn, score with the detector.
 
-``load_toyworld_pipeline(model)`` goes through ``generation.cli.load_pipeline`` (the code path of ``vidlab generate``).
+``load_toyworld_pipeline(model)`` goes through ``generation.pipeline.load_pipeline`` (the code path of ``vidlab generate``).
 ``METHODS`` names the compared settings. An ``EvalItem`` is one prompt with how its layout is made: the rule
 planner's (multi-subject prompts), or for single-subject position items a box on the LEFT or RIGHT third
 (``side_layout``). ``item_layout(item, method)`` gives the layout a method is fed: the ``placebo`` gets a layout that
@@ -117,7 +117,7 @@ def item_layout(item: EvalItem, method: str) -> tuple[Any, Any]:
 
 def load_toyworld_pipeline(model: str | Path | None = None):
     """The trained toy-world pipeline (default: the shipped weights) on CPU, loaded like ``vidlab generate`` does."""
-    from generation.cli import GenerateConfig, load_pipeline
+    from generation.pipeline import GenerateConfig, load_pipeline
 
     path = Path(model) if model is not None else WEIGHTS_DIR
     if not (path / "model_index.json").is_file():
@@ -153,7 +153,7 @@ def comp_config(
     ``sci_strength`` / ``step_fraction`` (None: the config default) and ``overrides`` (``{"lam.alpha_max": 4}``)
     change the paper-faithful defaults; every value goes through the config's own validation.
     """
-    from generation.comp_attn import CompAttnConfig
+    from generation.config import CompAttnConfig
 
     cfg = CompAttnConfig()
     ov: dict[str, Any] = dict(overrides or {})

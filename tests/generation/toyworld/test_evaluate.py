@@ -206,7 +206,7 @@ def test_run_method_on_the_shipped_model_and_a_resume_never_touches_it(tmp_path)
 def test_calibrated_preset_is_the_model_preset_with_the_chosen_values(tmp_path):
     import yaml
 
-    from generation.comp_attn import CompAttnConfig
+    from generation.config import CompAttnConfig
     from vidlab.config import from_dict
 
     b = _bench()
