@@ -38,3 +38,20 @@ def test_subword_pipelines_pass_unchecked(tmp_path):
     (tmp_path / "tokenizer" / "tokenizer.json").write_text('{"model": {"type": "Unigram", "vocab": []}}')
     check_prompt_words("anything at all", tmp_path)
     check_prompt_words("anything at all", tmp_path / "no-such-folder")
+
+
+def test_vidlab_generate_refuses_before_loading(monkeypatch, tmp_path, capsys):
+    import generation.cli as gcli
+    import generation.pipeline as gpipe
+    from vidlab.cli import main
+
+    def no_load(*a, **kw):
+        raise AssertionError("the model was loaded before the prompt was checked")
+
+    monkeypatch.setattr(gcli, "load_pipeline", no_load)
+    monkeypatch.setattr(gpipe, "load_pipeline", no_load)
+    rc = main(["generate", "a red dog to the left of a blue square", "--preset", "generate/toyworld",
+               "--out", str(tmp_path / "o")])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "'dog'" in err[0]
+    assert not (tmp_path / "o").exists()

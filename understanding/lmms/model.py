@@ -34,12 +34,9 @@ _EPISODE_KEYS = {f.name for f in dataclasses.fields(EpisodeConfig)}
 
 def _qa_worker(settings: dict[str, Any], episode: dict[str, Any]) -> Any:
     """The eval-qa worker for these settings (the same code path as ``vidlab eval-qa``)."""
+    from understanding.config import QASettings
     from vidlab.config import from_dict
 
-    try:
-        from understanding.config import QASettings
-    except ImportError:  # the older keyword form of QAWorker
-        return QAWorker(settings.pop("policy"), episode=episode, **settings)  # type: ignore[call-arg]
     return QAWorker(QASettings(**settings, episode=from_dict(EpisodeConfig, episode)))
 
 
