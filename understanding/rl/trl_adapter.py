@@ -27,7 +27,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from understanding.env import Episode, EpisodeConfig
 from understanding.policies.hf import to_hf_messages
@@ -52,6 +52,8 @@ class TrlEpisodeConfig:
 @dataclass
 class TrlConfig:
     """``vidlab train-agent --engine trl`` settings: model, data, GRPO hyper-parameters, output."""
+
+    PRESET_DIR: ClassVar[str] = "train-agent"  # `--preset trl-tiny` finds configs/train-agent/
 
     model: str = "hf-tiny:qwen2_5_vl"  # hf-tiny:KIND (random, offline) | a local dir | a hub id
     data: str = ""  # jsonl:PATH | benchmark:NAME:PATH | a .jsonl path; empty = synthetic needle questions

@@ -22,7 +22,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -47,6 +47,8 @@ class ClipToolConfig:
 @dataclass
 class VerlConfig:
     """Everything ``vidlab train-agent --engine verl`` needs; keys mirror verl's where they exist."""
+
+    PRESET_DIR: ClassVar[str] = "train-agent"  # `--preset verl-qwen3-vl-8b` finds configs/train-agent/
 
     data: str = ""  # a source for understanding.rl.dataset (jsonl:PATH, benchmark:NAME:PATH, a .jsonl path)
     val_data: str = ""  # validation source; "" = hold out val_fraction of the training rows
