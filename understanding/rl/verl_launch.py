@@ -29,7 +29,7 @@ import yaml
 from understanding import protocol as P
 from vidlab.errors import UserError
 
-REWARD_FILE = Path(__file__).with_name("reward.py")
+REWARD_FILE = Path(__file__).with_name("verl_reward.py")
 
 
 @dataclass

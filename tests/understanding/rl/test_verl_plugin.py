@@ -296,7 +296,7 @@ def test_agent_loop_with_the_model_sampling_ends_and_scores_zero(verl_out, tiny_
 
 
 def test_fork_wrapper_returns_four_numbers_for_vl_agent():
-    from understanding.rl.reward import compute_score, compute_score_vl_agent
+    from understanding.rl.verl_reward import compute_score, compute_score_vl_agent
 
     text = "<thinking>t</thinking><answer>A</answer>"
     extra = {"classification": "direct", "options": ["x", "y"]}
