@@ -294,8 +294,8 @@ def generate_video(
     """
     from generation.comp_attn import apply_comp_attn
 
-    kwargs = pipeline_kwargs(cfg, pipe, seed=seed)
     with apply_comp_attn(pipe, comp_attn if comp_attn is not None else cfg.comp_attn) as comp:
+        kwargs = pipeline_kwargs(cfg, pipe, seed=seed)
         t0 = time.perf_counter()
         res = comp.generate(
             prompt,

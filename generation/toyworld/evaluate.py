@@ -283,10 +283,9 @@ def run_method(
     fingerprint: str = "",
 ) -> list[dict[str, Any]]:
     """Generate and score every (item, seed) with ``method``; one dict per video (cached ones are not redone)."""
-    import torch
     from tqdm.auto import tqdm
 
-    from generation.comp_attn import apply_comp_attn
+    from generation.pipeline import GenerateConfig, generate_video
 
     s = sampling or SamplingConfig()
     cfg = comp_config(method, sci_strength, step_fraction, overrides)
@@ -306,27 +305,17 @@ def run_method(
             todo.append((it, missing))
     if not todo:
         return out
-    comp = apply_comp_attn(pipe, cfg)
+    gcfg = GenerateConfig(
+        model="toyworld", height=s.height, width=s.width, frames=s.frames, steps=s.steps, guidance=s.guidance
+    )
     bar = tqdm(total=sum(len(sds) for _, sds in todo), desc=desc or method, disable=not progress, leave=False)
     try:
         for it, sds in todo:
             given, real = item_layout(it, method)
-            t0 = time.perf_counter()
-            # the seeds of one item in one call: video k is drawn from its own generator (seed sds[k])
-            res = comp.generate(
-                it.prompt,
-                layout=given,
-                height=s.height,
-                width=s.width,
-                num_frames=s.frames,
-                num_inference_steps=s.steps,
-                guidance_scale=s.guidance,
-                generator=[torch.Generator("cpu").manual_seed(sd) for sd in sds],
-                num_videos_per_prompt=len(sds),
-                output_type="np",
-            )
-            secs = (time.perf_counter() - t0) / len(sds)
-            videos = np.asarray(res.output.frames)
+            # the one recipe; the seeds of one item in one call: video k from its own generator (seed sds[k])
+            gen = generate_video(pipe, gcfg, it.prompt, given, seed=sds, comp_attn=cfg)
+            secs = gen.seconds / len(sds)
+            videos = np.asarray(gen.result.output.frames)
             for seed, frames in zip(sds, videos):
                 rec = score_record(it, frames, given, real)
                 rec.update(seed=seed, method=method, seconds=secs)
@@ -336,7 +325,6 @@ def run_method(
             bar.update(len(sds))
     finally:
         bar.close()
-        comp.remove()
         if cache is not None:
             cache.flush()
     return out
