@@ -66,13 +66,17 @@ def one_seed(cfg) -> dict:
     if cached.is_file():
         return json.loads(cached.read_text())
     from understanding.toyworld.clip_train import needle_recall
-    from understanding.toyworld.evaluate import cache_parity, evaluate_methods
+    from understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
     from understanding.toyworld.train import _specs, run
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = run(cfg, stages=("sft",))
+    world, clip = res["world"], res["clip"]
+    # the gate, before any RL figure: can the cold-started reader read the ground-truth frames?
+    oracle = {"sft": oracle_table(world, res["sft"])}
+    print(f"seed {cfg.seed} oracle (sft): {json.dumps(oracle['sft'])}", flush=True)
     res = run(cfg, stages=("grpo", "grpo-acc-only"))
     t_train = time.perf_counter() - t0
-    world, clip = res["world"], res["clip"]
     cache = pathlib.Path(cfg.out) / "index_cache"
     policies = {"sft": res["sft"], "grpo": res["grpo"], "grpo-acc-only": res["grpo-acc-only"]}
     methods = evaluate_methods(world, clip, policies, res["grpo"], cache)
@@ -86,14 +90,21 @@ def one_seed(cfg) -> dict:
     for r in res["labels"]:
         d = label_by_kind.setdefault(r["category"], {})
         d[r["classification"]] = d.get(r["classification"], 0) + 1
+    oracle["grpo"] = oracle_table(world, res["grpo"])
+    noise_path = pathlib.Path(cfg.out) / "label_noise.json"
     result = {
         "seed": cfg.seed,
+        "oracle": oracle,
+        "label_noise": json.loads(noise_path.read_text()) if noise_path.is_file() else None,
         "methods": methods,
         "clip": {**recall, **parity},
         "labels": labels,
         "labels_by_kind": label_by_kind,
         "train_seconds": round(t_train, 1),
         "seconds": round(time.perf_counter() - t0, 1),
+        "cpu_seconds": round(
+            time.process_time() - c0, 1
+        ),  # this process's CPU time: the idle-machine estimate
     }
     from vidlab.io import atomic_write_json
 
@@ -113,8 +124,13 @@ def _ci(values: list[float]) -> tuple[float, float]:
     return m, float(t * np.std(v, ddof=1) / math.sqrt(len(v)))
 
 
+def _kind_row(m: dict) -> dict:
+    return {k: {"accuracy": m.get(f"accuracy_{k}"), "call_rate": m.get(f"call_rate_{k}")} for k in KINDS}
+
+
 def aggregate(per_seed: list[dict]) -> dict:
-    methods, ci = {}, {}
+    methods: dict[str, dict] = {}
+    ci: dict[str, dict] = {}
     for m in METHODS:
         methods[m], ci[m] = {}, {}
         for k in (
@@ -127,27 +143,109 @@ def aggregate(per_seed: list[dict]) -> dict:
             mean, hw = _ci([s["methods"][m].get(k, float("nan")) for s in per_seed])
             methods[m][k] = round(mean, 4)
             ci[m][k] = round(hw, 4) if hw == hw else None
+    per_kind = {
+        m: {
+            k: {
+                "accuracy": methods[m][f"accuracy_{k}"],
+                "accuracy_ci95": ci[m][f"accuracy_{k}"],
+                "call_rate": methods[m][f"call_rate_{k}"],
+                "call_rate_ci95": ci[m][f"call_rate_{k}"],
+            }
+            for k in KINDS
+        }
+        for m in METHODS
+    }
     call_rate = {k: methods["grpo"][f"call_rate_{k}"] for k in KINDS}
     call_rate_abl = {k: methods["grpo-acc-only"][f"call_rate_{k}"] for k in KINDS}
     clip = {k: round(_ci([s["clip"][k] for s in per_seed])[0], 4) for k in per_seed[0]["clip"]}
     g, u56, sft = methods["grpo"], methods["uniform-56"], methods["sft"]
+    diff, diff_hw = _ci(
+        [s["methods"]["grpo"]["accuracy"] - s["methods"]["uniform-56"]["accuracy"] for s in per_seed]
+    )
+    every = [s["methods"] for s in per_seed]
     targets = {
+        "grpo_acc_ge_uniform56_every_seed": all(
+            m["grpo"]["accuracy"] >= m["uniform-56"]["accuracy"] for m in every
+        ),
+        "grpo_minus_uniform56_ci_excludes_0": bool(diff_hw == diff_hw and diff - diff_hw > 0),
         "grpo_acc_ge_uniform56": g["accuracy"] >= u56["accuracy"],
         "grpo_frames_le_60pct_uniform56": g["frames"] <= 0.6 * u56["frames"],
         "grpo_acc_gt_sft": g["accuracy"] > sft["accuracy"],
         "static_calls_le_20pct": call_rate["static"] <= 0.2,
+        "needle_calls_ge_80pct_every_seed": all(m["grpo"].get("call_rate_needle", 0) >= 0.8 for m in every),
+        "count_calls_ge_80pct_every_seed": all(m["grpo"].get("call_rate_count", 0) >= 0.8 for m in every),
         "needle_calls_ge_80pct": call_rate["needle"] >= 0.8,
         "count_calls_ge_80pct": call_rate["count"] >= 0.8,
         "cache_top4_agree_ge_99pct": clip["top4_agree"] >= 0.99,
     }
+    oracle: dict = {}
+    for pol in ("sft", "grpo"):
+        for view in ("evidence", "initial+evidence", "initial", "blank"):
+            for k in KINDS:
+                vals = [s["oracle"][pol][view][k] for s in per_seed if s.get("oracle")]
+                if vals:
+                    mean, hw = _ci(vals)
+                    oracle.setdefault(pol, {}).setdefault(view, {})[k] = round(mean, 4)
+    seeds = [
+        {
+            "seed": s["seed"],
+            "methods": {
+                m: {
+                    **{k: round(s["methods"][m][k], 4) for k in ("accuracy", "frames", "calls")},
+                    "per_kind": _kind_row(s["methods"][m]),
+                }
+                for m in METHODS
+            },
+            "grpo_minus_uniform56": round(
+                s["methods"]["grpo"]["accuracy"] - s["methods"]["uniform-56"]["accuracy"], 4
+            ),
+        }
+        for s in per_seed
+    ]
     return {
         "methods": methods,
         "ci95": ci,
+        "per_kind": per_kind,
+        "grpo_minus_uniform56": {
+            "mean": round(diff, 4),
+            "ci95": round(diff_hw, 4) if diff_hw == diff_hw else None,
+        },
         "call_rate_by_kind": call_rate,
         "call_rate_by_kind_acc_only": call_rate_abl,
         "clip": clip,
+        "oracle": oracle,
         "targets": targets,
+        "seed_rows": seeds,
     }
+
+
+def plot_accuracy_vs_frames(agg: dict, png: pathlib.Path, n_seeds: int) -> pathlib.Path:
+    """Accuracy against mean frames per question, one point per method (95% intervals over seeds as bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vidlab.io import atomic_path
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, m in enumerate(METHODS):
+        x, y = agg["methods"][m]["frames"], agg["methods"][m]["accuracy"]
+        xe, ye = agg["ci95"][m]["frames"] or 0.0, agg["ci95"][m]["accuracy"] or 0.0
+        ax.errorbar(x, y, xerr=xe, yerr=ye, fmt="o", color=f"C{i}", capsize=3, label=m)
+    u = [agg["methods"][m] for m in ("uniform-16", "uniform-56")]
+    ax.plot([v["frames"] for v in u], [v["accuracy"] for v in u], "--", color="grey", lw=0.8)
+    ax.set_xlabel("frames shown per question (mean)")
+    ax.set_ylabel("accuracy (96 test questions per seed)")
+    ax.set_title(f"toy long-video world, {n_seeds} seed(s), 95% intervals over seeds")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    return png
 
 
 def main(argv=None) -> int:
@@ -158,6 +256,7 @@ def main(argv=None) -> int:
         ap.add_argument("--out", default=None, help="run folder (default outputs/toyworld-bench[-quick])")
         ap.add_argument("--preset", default="toyworld", help="training preset for the full run")
         ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="preset overrides key=value")
+        ap.add_argument("--plot", default=None, help="also write the accuracy-vs-frames plot here (PNG)")
 
     args = bench_args(__doc__.split("\n\n")[0], extra=extra, argv=argv)
     out = pathlib.Path(
@@ -180,14 +279,24 @@ def main(argv=None) -> int:
             row[f"calls {k}"] = agg["methods"][m][f"call_rate_{k}"]
         rows.append(row)
     print_table(rows, list(rows[0]))
+    for r in agg["seed_rows"]:
+        print(
+            f"seed {r['seed']}: "
+            + "  ".join(f"{m} {v['accuracy']:.3f}/{v['frames']:.1f}f" for m, v in r["methods"].items())
+        )
+    print("grpo - uniform-56:", agg["grpo_minus_uniform56"])
+    print("oracle (reader gate):", agg["oracle"])
     print("clip:", agg["clip"])
     print("targets:", agg["targets"])
     from vidlab.io import atomic_write_json
 
+    if args.plot:
+        print("plot:", plot_accuracy_vs_frames(agg, pathlib.Path(args.plot), len(per_seed)))
+    seed_rows = agg.pop("seed_rows")
     figures = {
         "quick": bool(args.quick),
-        "seeds": args.seeds,
         **agg,
+        "seeds": seed_rows,  # one row per seed (seed, per-method accuracy / frames / calls / per_kind)
         "per_seed": [{k: v for k, v in s.items() if k != "methods"} for s in per_seed],
         "seconds": round(time.perf_counter() - t0, 1),
         "command": " ".join(

@@ -118,8 +118,11 @@ def test_side_by_side_is_one_click(served):
     _, table = _table(client)
     video, _, info, _ = client.predict(PROMPT, table, True, 0.5, True, 0.5, 0, 2, api_name="/compare")
     both = _frames(video)
-    assert both.shape[2] >= 2 * 32 + 2 and info["left"] == "without Comp-Attn"
-    plain, comp = both[:, :, :32], both[:, :, 34:66]
+    assert info["left"] == "without Comp-Attn" and info["right"] == "with Comp-Attn"
+    scale = -(-160 // 32)  # each 32-px half is scaled up under a label band
+    band = both.shape[1] - 32 * scale
+    assert band > 0 and both.shape[2] >= 2 * 32 * scale + 4
+    plain, comp = both[:, band:, : 32 * scale], both[:, band:, 32 * scale + 4 : 64 * scale + 4]
     assert np.abs(plain.astype(int) - comp.astype(int)).mean() > 0.5  # Comp-Attn changed the video
 
 
@@ -148,7 +151,9 @@ def test_qa_trajectory_end_to_end(served, tmp_path):
     )
     assert final["tool_calls"] >= 1 and final["calls"][0]["name"] == "uniform_sample"
     assert "tool call: `uniform_sample`" in turns and "**Turn 1**" in turns
-    assert answer == "B" and final["answer"] == answer and row["answer"] == "B"
+    # an uploaded video has no known truth: the answer is shown with its option text, no check mark
+    assert answer == f"B. {row['options'][1]}" and final["reply"] == "B" and row["answer"] == "B"
+    assert final["predicted"] == "B" and "truth" not in final
     assert f"tool calls: **{final['tool_calls']}**" in tallies
     import re
 

@@ -108,3 +108,36 @@ def cache_parity(
         "top4_agree": same / max(1, total),
         "top4_agree_fp16_only": plain_same / max(1, total),
     }
+
+
+def oracle_table(world: Any, policy: Any, split: str = "test") -> dict[str, dict[str, float]]:
+    """The reader's gate: accuracy per question kind when the policy answers (greedy, no tools) given
+    (a) ``evidence``: only the ground-truth frames (``world.evidence_frames``), and
+    (b) ``initial+evidence``: the 16 initial frames plus the ground-truth frames;
+    with (c) ``initial``: the 16 initial frames alone, and (d) ``blank``: view (b) with every frame's pixels
+    zeroed, as controls (a reader that reads must drop to chance on (d) for the shape questions)."""
+    from understanding import protocol as P
+    from understanding.agents import decode_frames, linspace_frames
+    from understanding.messages import Frame
+    from understanding.toyworld.world import evidence_frames, seed_of, video_spec
+
+    hits: dict[str, dict[str, list[int]]] = {}
+    for row in world.splits[split].rows:
+        spec = video_spec(seed_of(row), world.cfg.world)
+        reader = world.reader(world.video_path(split, row))
+        n = reader.num_frames
+        ev = evidence_frames(spec, row["category"])
+        init = linspace_frames(0, n, 16)
+        views = {"evidence": ev, "initial+evidence": sorted(set(init) | set(ev)), "initial": init}
+        for name, idx in [*views.items(), ("blank", views["initial+evidence"])]:
+            frames = decode_frames(reader, idx, resize="fit")
+            if name == "blank":
+                frames = [Frame(np.zeros_like(f.image), f.index, f.timestamp) for f in frames]
+            msgs = P.build_initial_messages(row["question"], frames, n, reader.fps, row["options"], tools=())
+            text = policy.generate(msgs, temperature=0.0)[0]
+            parsed = P.parse_assistant_turn(text)
+            ok = parsed.answer is not None and parsed.answer.strip() == row["answer"]
+            hits.setdefault(name, {}).setdefault(row["category"], []).append(int(ok))
+    return {
+        view: {k: round(float(np.mean(v)), 4) for k, v in sorted(per.items())} for view, per in hits.items()
+    }

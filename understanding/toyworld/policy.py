@@ -6,12 +6,18 @@ are offered), the user turn (question, ``A. text`` options, ``Total frames``), e
 through the toy CLIP's image tower, the question and options through its text tower. It never sees ground
 truth, a video path, ``Frame.index``/``timestamp`` metadata, or the frame-index code.
 
-Architecture (``ToyPolicyNet``, ~40k parameters):
-  frames, sorted by their label -> [CLIP image emb, idx/total, inside-the-question's-interval] -> Linear+tanh
-  (conditioned on the question emb) -> GRU -> last state s;  attention pool of image embs keyed by the
-  question -> c;  z = MLP([question emb, s, c, call-state features]);
-  action head: Linear(z) -> {answer, clip_sample, uniform_sample} (impossible actions masked);
-  answer head: per option j, MLP([z, option emb j, c * option emb j]) -> logit.
+Architecture (``ToyPolicyNet``, ~6k parameters): a reader plus an action head.
+  Reader. Frames (one per ``frame {idx}:`` label, sorted by it) -> unit CLIP image embeddings x_f. Presence of the
+  question's subject ("triangle", "circle", "border") in frame f: p_f = a (cos(x_f, "<subject>") - cos(x_f,
+  "no shape")) + b. Each option is read with the text the CLIP was trained on, "<option> <subject>" ("red
+  triangle", "cyan border"): colour logit_j = alpha sum_f softmax_f(tau p_f) cos(x_f + R x_f, t_j), i.e. frames
+  weighted by how much they show the subject. "How many" questions count instead: the runs of consecutive frames
+  inside the asked interval with sigmoid(p_f) high, n = sum_f s_f (1 - s_{f-1}); logit_j = -beta g(k) (n - value_j)^2
+  where g(k) = softplus(w k + c) is how far a count from k frames inside the interval can be trusted.
+  x_f in the presence term is x_f + S x_f. Learned: a, b, tau, alpha, beta and the residual projections R and S
+  (32x32 each, start at 0); the cold start also supervises p_f with the teacher's "this frame shows the subject".
+  Action head: MLP([question emb, call-state features, what the reader found: max presence, answer confidence,
+  frames inside the interval, n]) -> {answer, clip_sample, uniform_sample} (impossible actions masked).
 Each decision renders to protocol text (``<thinking>...</thinking><tool_call>{json}</tool_call>`` or
 ``<answer>X</answer>``) that the real parser reads. Tool arguments follow a fixed rule over the question text:
 ``clip_sample(0, total, subject)`` where the subject is the question's noun ("triangle", "circle");
@@ -25,7 +31,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +171,26 @@ def _torch():
     return torch
 
 
+NO_SHAPE = "no shape"  # the CLIP's caption of a frame without an event
+_NUMBERS = {w: i for i, w in enumerate("zero one two three four five six seven eight".split())}
+_HOW_MANY = re.compile(r"\bhow many\b", re.I)
+
+
+def option_value(option: str) -> float:
+    """The number an option names ("two" or "2" -> 2.0); -1 when it names none."""
+    w = option.strip().lower()
+    if w in _NUMBERS:
+        return float(_NUMBERS[w])
+    return float(w) if w.isdigit() else -1.0
+
+
+def option_text(option: str, subj: str) -> str:
+    """The text an option is read with: the caption form the toy CLIP was trained on ("red triangle")."""
+    return f"{option.strip()} {subj}".strip()
+
+
 class ToyPolicyNet(_torch().nn.Module):  # type: ignore[misc]
-    """See the module docstring; inputs are a batch of padded steps (``Features.collate``)."""
+    """The reader + the action head (see the module docstring); inputs are a padded batch (``Features.collate``)."""
 
     def __init__(self, cfg: PolicyNetConfig | None = None):
         torch = _torch()
@@ -174,49 +198,93 @@ class ToyPolicyNet(_torch().nn.Module):  # type: ignore[misc]
         super().__init__()
         self.cfg = cfg or PolicyNetConfig()
         D, H = self.cfg.embed_dim, self.cfg.hidden
-        self.frame_in = nn.Linear(D + 2, H)
-        self.q_in = nn.Linear(D, H)
-        self.gru = nn.GRU(H, H, batch_first=True)
-        self.att = nn.Linear(2 * D, 1)
-        self.trunk = nn.Sequential(nn.Linear(D + H + D + STATE_DIM, H), nn.Tanh(), nn.Linear(H, H), nn.Tanh())
-        self.action_head = nn.Linear(H, len(ACTIONS))
-        self.answer_head = nn.Sequential(nn.Linear(H + 2 * D, H), nn.Tanh(), nn.Linear(H, 1))
+        # reader: presence of the subject per frame, option read-out, counting
+        # scale, bias on cos(subject) - cos(no shape); residual projection for presence (starts at identity)
+        self.presence = nn.Parameter(torch.tensor([20.0, -1.0]))
+        self.see = nn.Linear(D, D, bias=False)
+        nn.init.zeros_(self.see.weight)
+        self.log_focus = nn.Parameter(torch.tensor(0.0))  # softmax sharpness of the subject weighting
+        # residual projection of image embeddings for the option read-out (starts at identity)
+        self.read = nn.Linear(D, D, bias=False)
+        nn.init.zeros_(self.read.weight)
+        self.log_alpha = nn.Parameter(torch.tensor(3.0))  # colour read-out logit scale
+        self.log_beta = nn.Parameter(torch.tensor(1.0))  # count read-out sharpness
+        # how far to trust a count made from k frames inside the interval: softplus(w k + c) (learned)
+        self.trust = nn.Parameter(torch.tensor([1.0, -2.0]))
+        # action head over the question, the call state and what the reader found
+        E = D + STATE_DIM + EVIDENCE_DIM
+        self.action_head = nn.Sequential(nn.Linear(E, H), nn.Tanh(), nn.Linear(H, 3))
 
-    def forward(self, b: dict[str, Any]) -> tuple[Any, Any]:
-        """-> (action logits [B, 3] masked, answer logits [B, 4] masked)."""
+    def presence_logits(self, b: dict[str, Any]) -> Any:
+        """[B, N] logits that each frame shows the question's subject."""
         torch = _torch()
-        img, pos, lengths, q = b["img"], b["pos"], b["lengths"], b["q"]
+        img = b["img"]
+        x = torch.nn.functional.normalize(img + self.see(img), dim=-1)
+        cs = (x * b["subj"][:, None, :]).sum(-1)
+        cn = (x * b["none"][:, None, :]).sum(-1)
+        return self.presence[0] * (cs - cn) + self.presence[1]
+
+    def read_one(self, x: Any, subj: Any, none: Any, opts: Any) -> tuple[Any, Any]:
+        """Single frames: ``x`` [B, D], texts ``subj``/``none`` [B, D], ``opts`` [B, K, D] -> (option logits [B, K],
+        presence logit [B]) (what the cold start's per-frame reading loss trains)."""
+        b = {"img": x[:, None, :], "subj": subj, "none": none}
+        pres = self.presence_logits(b)[:, 0]
+        proj = _torch().nn.functional.normalize(x + self.read(x), dim=-1)
+        return self.log_alpha.exp() * (proj[:, None, :] * opts).sum(-1), pres
+
+    def read_frames(self, b: dict[str, Any]) -> tuple[Any, Any]:
+        """-> (answer logits [B, K] masked, evidence features [B, EVIDENCE_DIM])."""
+        torch = _torch()
+        img, pos, lengths = b["img"], b["pos"], b["lengths"]
         B, N, D = img.shape
         valid = torch.arange(N)[None, :] < lengths[:, None]
-        h = torch.tanh(self.frame_in(torch.cat([img, pos], -1)) + self.q_in(q)[:, None, :])
-        packed = torch.nn.utils.rnn.pack_padded_sequence(
-            h, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
-        )
-        _, s = self.gru(packed)
-        s = s[0]
-        att = self.att(torch.cat([img, q[:, None, :].expand(B, N, D)], -1)).squeeze(-1)
-        att = att.masked_fill(~valid, -1e9).softmax(-1)
-        c = (att[..., None] * img).sum(1)
-        z = self.trunk(torch.cat([q, s, c, b["state"]], -1))
+        pres = self.presence_logits(b)  # [B, N] logit "this frame shows the subject"
+        w = (pres * self.log_focus.exp()).masked_fill(~valid, -1e9).softmax(-1)
+        proj = torch.nn.functional.normalize(img + self.read(img), dim=-1)
+        e = torch.einsum("bnd,bkd->bnk", proj, b["opts"])  # cos(frame, "<option> <subject>")
+        colour = self.log_alpha.exp() * (w[..., None] * e).sum(1)
+        # frames inside the asked interval only (contiguous once sorted by label)
+        p = torch.sigmoid(pres) * valid * pos[..., 1]
+        prev = torch.cat([torch.zeros_like(p[:, :1]), p[:, :-1]], 1)
+        n = (p * (1 - prev)).sum(1)  # soft number of runs of subject frames = events counted
+        inside = (pos[..., 1] * valid).sum(1)
+        trust = torch.nn.functional.softplus(self.trust[0] * inside + self.trust[1])
+        count = -(self.log_beta.exp() * trust)[:, None] * (n[:, None] - b["opt_val"]) ** 2
+        ans = torch.where(b["is_count"][:, None] > 0, count, colour).masked_fill(~b["opt_mask"], -1e9)
+        ps = torch.sigmoid(pres).masked_fill(~valid, 0.0)
+        conf = ans.softmax(-1).max(-1).values
+        evidence = torch.stack([ps.max(1).values, conf, (inside / 8).clamp(max=2), n / 4], -1)
+        return ans, evidence
+
+    def forward(self, b: dict[str, Any]) -> tuple[Any, Any]:
+        """-> (action logits [B, 3] masked, answer logits [B, K] masked)."""
+        torch = _torch()
+        ans, evidence = self.read_frames(b)
+        z = torch.cat([b["q"], b["state"], evidence.detach()], -1)
         act = self.action_head(z).masked_fill(~b["action_mask"], -1e9)
-        opts = b["opts"]  # [B, K, D]
-        K = opts.shape[1]
-        zz = torch.cat([z[:, None, :].expand(B, K, -1), opts, c[:, None, :] * opts], -1)
-        ans = self.answer_head(zz).squeeze(-1).masked_fill(~b["opt_mask"], -1e9)
         return act, ans
+
+
+EVIDENCE_DIM = 4
 
 
 @dataclass
 class Features:
     """One decision point as tensors (what the network sees)."""
 
-    img: Any  # [N, D]
-    pos: Any  # [N, 2]
-    q: Any  # [D]
-    opts: Any  # [K, D]
+    img: Any  # [N, D] unit image embeddings of the frames, sorted by label, one per label
+    pos: Any  # [N, 2] label / total, inside the question's interval
+    q: Any  # [D] question text embedding
+    subj: Any  # [D] subject text embedding ("triangle")
+    none: Any  # [D] "no shape"
+    opts: Any  # [K, D] "<option> <subject>" text embeddings
+    opt_val: Any  # [K] the number each option names (-1: none)
+    is_count: float  # the question asks "how many"
     state: Any  # [STATE_DIM]
     action_mask: Any  # [3] bool
     n_obs: int  # frames in the latest observation (their tokens are masked out of the loss)
+    labels: list[int] = field(default_factory=list)  # the frames' labels, in the order of ``img``
+    frame_target: Any = None  # [N] teacher's "shows the subject" per frame (cold start only; -1 unknown)
 
     @staticmethod
     def collate(items: list[Features], max_options: int = 4) -> dict[str, Any]:
@@ -228,21 +296,31 @@ class Features:
         img = torch.zeros(B, N, D)
         pos = torch.zeros(B, N, 2)
         opts = torch.zeros(B, K, D)
+        opt_val = torch.full((B, K), -1.0)
         opt_mask = torch.zeros(B, K, dtype=torch.bool)
+        target = torch.full((B, N), -1.0)
         for i, f in enumerate(items):
+            if f.frame_target is not None:
+                target[i, : f.img.shape[0]] = f.frame_target
             img[i, : f.img.shape[0]] = f.img
             pos[i, : f.pos.shape[0]] = f.pos
             opts[i, : f.opts.shape[0]] = f.opts
+            opt_val[i, : f.opts.shape[0]] = f.opt_val
             opt_mask[i, : f.opts.shape[0]] = True
         return {
             "img": img,
             "pos": pos,
             "lengths": torch.tensor([f.img.shape[0] for f in items]),
             "q": torch.stack([f.q for f in items]),
+            "subj": torch.stack([f.subj for f in items]),
+            "none": torch.stack([f.none for f in items]),
             "opts": opts,
+            "opt_val": opt_val,
             "opt_mask": opt_mask,
+            "is_count": torch.tensor([f.is_count for f in items]),
             "state": torch.stack([f.state for f in items]),
             "action_mask": torch.stack([f.action_mask for f in items]),
+            "frame_target": target,
         }
 
 
@@ -283,15 +361,21 @@ class Embedder:
 
 
 def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
+    """The network's inputs: frames (one per label, sorted), their CLIP embeddings, and the texts it reads with."""
     torch = _torch()
-    order = sorted(range(len(obs.frames)), key=lambda i: obs.frames[i][0])
-    labels = [obs.frames[i][0] for i in order]
-    img = emb.images([obs.frames[i][1] for i in order])
+    first: dict[int, np.ndarray] = {}
+    for lab, im in obs.frames:
+        first.setdefault(lab, im)
+    labels = sorted(first)
+    img = emb.images([first[lab] for lab in labels])
+    img = img / np.maximum(np.linalg.norm(img, axis=-1, keepdims=True), 1e-6) if len(labels) else img
     total = max(1, obs.total)
     iv = obs.interval
     pos = [[lab / total, float(iv is not None and iv[0] <= lab < iv[1])] for lab in labels]
-    q = emb.texts([obs.question or "?"])[0]
-    opts = emb.texts(obs.options) if obs.options else np.zeros((1, q.shape[0]), np.float32)
+    subj = subject(obs.question)
+    q, s_emb, none = emb.texts([obs.question or "?", subj, NO_SHAPE])
+    options = obs.options or ["?"]
+    opts = emb.texts([option_text(o, subj) for o in options])
     mask = action_mask(obs, max_calls)
     n_clip = sum(c.name == P.CLIP for c in obs.calls)
     n_uni = sum(c.name == P.UNIFORM for c in obs.calls)
@@ -305,14 +389,20 @@ def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
         len(obs.frames) / 56.0,
         float(iv is not None),
     ]
+    f32 = torch.float32
     return Features(
         img=torch.from_numpy(np.asarray(img, np.float32)).reshape(len(labels), -1),
-        pos=torch.tensor(pos, dtype=torch.float32).reshape(len(labels), 2),
+        pos=torch.tensor(pos, dtype=f32).reshape(len(labels), 2),
         q=torch.from_numpy(np.asarray(q, np.float32)),
+        subj=torch.from_numpy(np.asarray(s_emb, np.float32)),
+        none=torch.from_numpy(np.asarray(none, np.float32)),
         opts=torch.from_numpy(np.asarray(opts, np.float32)),
-        state=torch.tensor(state, dtype=torch.float32),
+        opt_val=torch.tensor([option_value(o) for o in options], dtype=f32),
+        is_count=float(bool(_HOW_MANY.search(obs.question))),
+        state=torch.tensor(state, dtype=f32),
         action_mask=torch.tensor(mask),
         n_obs=obs.last_frames,
+        labels=labels,
     )
 
 

@@ -74,6 +74,17 @@ def rollout(
     return Rollout(row, decisions, traj, score(traj, row, classification))
 
 
+def guard_calls(score: float, num_calls: int, extra_call_cost: float) -> float:
+    """The creep guard: every tool call after the first costs ``extra_call_cost`` (one call is free, as the
+    behaviour reward's "used a tool" bit; a second or fifth call must buy accuracy to pay for itself)."""
+    return float(score) - float(extra_call_cost) * max(0, int(num_calls) - 1)
+
+
+def all_tied(rewards: Sequence[float]) -> bool:
+    """A group whose rewards all tie gives every rollout a zero advantage: no learning signal."""
+    return bool(np.ptp(np.asarray(rewards, dtype=np.float64)) < 1e-9) if len(rewards) else True
+
+
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> np.ndarray:
     """GRPO's group-normalised advantages: (r - mean) / (std + eps); all zeros when the group ties."""
     r = np.asarray(rewards, dtype=np.float64)
@@ -216,16 +227,72 @@ def grpo_update(
 
 
 # ------------------------------------------------------------------------------------------------- SFT
-def sft_step(policy: ToyPolicy, optimizer: Any, examples: Sequence[tuple[Features, int, int]]) -> float:
-    """One cross-entropy step on teacher decisions (action token, and the letter token when it answers)."""
+def _sft_loss(policy: ToyPolicy, examples: Sequence[tuple]) -> Any:
+    """Cross-entropy on teacher decisions: the action token, and the letter token when it answers.
+
+    Examples are ``(features, action, letter)`` or ``(features, action, letter, letter_weight)``; the weight scales
+    the letter token's loss (0 where the frames in view cannot show the answer: nothing to read there). Features
+    with a ``frame_target`` add a binary cross-entropy on the reader's per-frame subject presence.
+    """
     import torch
 
-    batch = Features.collate([f for f, _, _ in examples])
-    actions = torch.tensor([a for _, a, _ in examples])
-    letters = torch.tensor([b for _, _, b in examples])
-    policy.net.train()
+    batch = Features.collate([e[0] for e in examples])
+    actions = torch.tensor([e[1] for e in examples])
+    letters = torch.tensor([e[2] for e in examples])
+    weights = torch.tensor([float(e[3]) if len(e) > 3 else 1.0 for e in examples])
     tok, mask, _ = decision_logp(policy.net, batch, actions, letters)
-    loss = -(tok * mask).sum() / mask.sum()
+    w = mask * torch.stack([torch.ones_like(weights), weights], 1)
+    loss = -(tok * w).sum() / w.sum().clamp(min=1e-6)
+    target = batch["frame_target"]
+    known = target >= 0
+    if bool(known.any()):  # the teacher's per-frame "shows the subject" (reading, not deciding)
+        pres = policy.net.presence_logits(batch)
+        loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(pres[known], target[known])
+    return loss
+
+
+@dataclass
+class ReadingSet:
+    """Per-frame reading examples from training videos (the teacher's ground truth): unit image embeddings ``x``
+    [M, D], a subject index ``subj`` [M] into ``subjects``, the ``options`` text embeddings [M, K, D] of
+    "<option> <subject>" with the ``target`` [M] option (-1: no option applies), and ``shows`` [M] (does the frame
+    show the subject); ``texts``: [S, D] subject embeddings, ``none``: [D] "no shape"."""
+
+    x: Any
+    subj: Any
+    texts: Any
+    none: Any
+    options: Any
+    target: Any
+    shows: Any
+
+    def loss(self, net: Any, batch_size: int, generator: Any = None) -> Any:
+        import torch
+
+        i = torch.randint(0, self.x.shape[0], (batch_size,), generator=generator)
+        logits, pres = net.read_one(
+            self.x[i], self.texts[self.subj[i]], self.none.expand(len(i), -1), self.options[i]
+        )
+        t = self.target[i]
+        known = t >= 0
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(pres, self.shows[i])
+        if bool(known.any()):
+            loss = loss + torch.nn.functional.cross_entropy(logits[known], t[known])
+        return loss
+
+
+def sft_step(
+    policy: ToyPolicy,
+    optimizer: Any,
+    examples: Sequence[tuple],
+    reading: ReadingSet | None = None,
+    reading_batch: int = 256,
+) -> float:
+    """``_sft_loss`` on ``examples`` (+ the per-frame reading loss on ``reading``), one optimiser step."""
+    policy.net.train()
+    loss = _sft_loss(policy, examples)
+    if reading is not None:
+        loss = loss + reading.loss(policy.net, reading_batch)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -233,28 +300,32 @@ def sft_step(policy: ToyPolicy, optimizer: Any, examples: Sequence[tuple[Feature
     return float(loss.detach())
 
 
-def teacher_plan(row: dict[str, Any]) -> str:
-    """The teacher's strategy by question kind (the teacher reads ground truth; the policy never does)."""
-    return {
-        "static": "answer",
-        "needle": "clip_sample",
-        "distractor": "clip_sample",
-        "count": "uniform_sample",
-    }[row["category"]]
+class TeacherDecide:
+    """A teacher that takes ``plan`` once (``answer``, ``clip_sample`` or ``uniform_sample``) and then answers the
+    ground-truth letter, in the policy's own text. ``views`` records the frame labels in view at each decision.
 
+    The cold start runs one teacher per action per question, so it teaches the format and the reading, not *when*
+    to call: that is left to GRPO and the reward.
+    """
 
-def teacher_decide(policy: ToyPolicy, row: dict[str, Any]) -> Callable[[list, Any], Decision]:
-    """A teacher that follows ``teacher_plan`` once, then answers the ground-truth letter, in the policy's text."""
-    from understanding.toyworld.policy import featurize, observe, render
+    def __init__(self, policy: ToyPolicy, row: dict[str, Any], plan: str):
+        if plan not in ACTIONS:
+            raise ValueError(f"plan must be one of {ACTIONS}, got {plan!r}")
+        self.policy, self.row, self.plan = policy, row, ACTIONS.index(plan)
+        self.views: list[list[int]] = []
 
-    plan = ACTIONS.index(teacher_plan(row))
+    def __call__(self, messages: list, generator: Any = None) -> Decision:
+        from understanding.toyworld.policy import featurize, observe, render
 
-    def decide(messages: list, generator: Any = None) -> Decision:
         obs = observe(messages)
-        f = featurize(obs, policy.embedder, policy.max_calls)
+        f = featurize(obs, self.policy.embedder, self.policy.max_calls)
         mask = f.action_mask.tolist()
-        a = plan if (not obs.calls and mask[plan]) else 0
-        letter = ord(row["answer"]) - 65 if a == 0 else -1
-        return Decision(f, a, letter, 0.0, render(obs, a, row["answer"] if a == 0 else None))
+        a = self.plan if (not obs.calls and mask[self.plan]) else 0
+        letter = ord(self.row["answer"]) - 65 if a == 0 else -1
+        self.views.append(sorted({lab for lab, _ in obs.frames}))
+        return Decision(f, a, letter, 0.0, render(obs, a, self.row["answer"] if a == 0 else None))
 
-    return decide
+
+def teacher_decide(policy: ToyPolicy, row: dict[str, Any], plan: str = "answer") -> TeacherDecide:
+    """``TeacherDecide(policy, row, plan)``."""
+    return TeacherDecide(policy, row, plan)

@@ -6,7 +6,7 @@
     clip/                    the toy CLIP (open_clip config + safetensors), loads with vidlab.clip.load_model
     sft/                     policy after cold-start SFT (policy.safetensors + policy.json)
     labels.jsonl             understanding.classify labels of the RL rows, made with the SFT policy
-    grpo/                    ckpt.pt (net + optimizer + step, written every ``checkpoint_every`` steps),
+    grpo/                    ckpt.safetensors (net + optimizer + step, written every ``checkpoint_every`` steps),
                              log.jsonl (one line per step), curves.png, policy.safetensors + policy.json
     config.yaml              the resolved config
 
@@ -19,7 +19,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -33,26 +33,34 @@ class SFTConfig:
     batch_size: int = 64
     lr: float = 3e-3
     video_fraction: float = 0.25  # share of the training videos whose questions get teacher trajectories
-    reader_views: tuple[int, ...] = (16, 32, 56)  # extra no-tools answering examples from uniform views
+    reader_views: tuple[int, ...] = (16, 56)  # extra no-tools answering examples from uniform views
+    evidence_views: bool = True  # and from the ground-truth frames, alone and after the 16 initial frames
+    reading_batch: int = 256  # per-frame reading examples per step (0: none)
+    reading_videos: int = 60  # extra training-range seeds whose rendered frames teach reading (no questions)
 
 
 @dataclass
 class GRPOConfig:
-    steps: int = 24
+    steps: int = 60
     questions_per_step: int = 8
     group_size: int = 8  # reference rollout n
-    lr: float = 3e-4  # the reference's 1e-6 is for an 8B model; this net has ~40k parameters
+    lr: float = 1e-3  # the reference's 1e-6 is for an 8B model; this net has ~4k parameters
     clip_eps: float = 0.2
     kl_coef: float = 0.001
     entropy_coef: float = 0.001
     epochs: int = 2  # gradient steps per batch (the clip only matters after the first)
     temperature: float = 1.0
     reward: str = "behaviour"  # "behaviour" (classification labels + bonus) or "acc-only" (the ablation)
+    # guard against call creep: every tool call after the first costs this much reward (both rewards; the paper
+    # has no such term, and then nothing stops a policy from calling five times where one call answers)
+    extra_call_cost: float = 0.1
     checkpoint_every: int = 4
 
 
 @dataclass
 class ToyTrainConfig:
+    PRESET_DIR: ClassVar[str] = "train-agent"
+
     out: str = "runs/toyworld"
     seed: int = 0
     train_videos: int = 40
@@ -63,6 +71,7 @@ class ToyTrainConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)
     classify_k: int = 4
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    threads: int = 1  # torch threads (on a shared 2-core machine, 1 is much faster in wall-clock time than 2)
     progress: bool = True
 
 
@@ -150,22 +159,120 @@ def split_train_rows(world: World, cfg: ToyTrainConfig) -> tuple[list[dict], lis
     return [r for r in rows if r["video"] in sft_videos], [r for r in rows if r["video"] not in sft_videos]
 
 
+def _spec(world: World, row: dict[str, Any]) -> Any:
+    from understanding.toyworld.world import seed_of, video_spec
+
+    return video_spec(seed_of(row), world.cfg.world)
+
+
+def reading_set(
+    world: World,
+    policy: Any,
+    seeds: list[int],
+    rng: np.random.Generator,
+    rendered: list[int] | None = None,
+    per_video: int = 200,
+) -> Any:
+    """The cold start's per-frame reading examples (ground truth from the spec): event frames read as "<colour>
+    <shape>" among 4 colours (the true one + 3 others), frames read for the border colour, and "does this frame
+    show <subject>" for the right and a wrong subject. Frames: the decoded mp4 frames of the training videos
+    ``seeds`` plus frames rendered (``world.render_frame``, no mp4) from the specs of the ``rendered`` seeds."""
+    rendered = list(rendered or [])
+    import torch
+
+    from understanding.toyworld.rl import ReadingSet
+    from understanding.toyworld.world import COLOURS, SHAPES, render_frame, video_spec
+
+    names = sorted(COLOURS)
+    subjects = [*SHAPES, "border"]
+    emb = policy.embedder
+    texts = torch.from_numpy(np.asarray(emb.texts(subjects), np.float32))
+    none = torch.from_numpy(np.asarray(emb.texts(["no shape"]), np.float32))
+    opt_emb = {
+        (c, sj): torch.from_numpy(np.asarray(e, np.float32))
+        for sj in subjects
+        for c, e in zip(names, emb.texts([f"{c} {sj}" for c in names]))
+    }
+    xs, subj, opts, target, shows = [], [], [], [], []
+
+    def add(x: Any, sj: str, colour: str | None, shown: bool) -> None:
+        pick = [c for c in rng.permutation(names) if c != colour][:3]
+        options = [colour, *pick] if colour else [*pick, str(rng.choice([c for c in names if c not in pick]))]
+        order = rng.permutation(4)
+        options = [options[k] for k in order]
+        xs.append(x)
+        subj.append(subjects.index(sj))
+        opts.append(torch.stack([opt_emb[(c, sj)] for c in options]))
+        target.append(options.index(colour) if colour else -1)
+        shows.append(float(shown))
+
+    for seed in [*seeds, *rendered]:
+        spec = video_spec(seed, world.cfg.world)
+        if seed in rendered:
+            n = spec.num_frames
+
+            def frame(t: int, spec: Any = spec) -> np.ndarray:
+                return render_frame(spec, t)
+        else:
+            reader = world.reader(world.splits["train"].root / f"videos/{seed:06d}.mp4")
+            n, frame = reader.num_frames, reader.get_frame
+        shape = [e.shape if e is not None else None for e in (spec.event_at(t) for t in range(n))]
+        rare = [t for t in range(n) if shape[t] in ("triangle", "plus")]
+        ev_t = [t for t in range(n) if shape[t] in ("circle", "square")]
+        bg_t = [t for t in range(n) if shape[t] is None]
+        take = rare  # every frame of the rare shapes (one triangle and one plus per video)
+        take += list(rng.choice(ev_t, min(len(ev_t), per_video * 3 // 4), replace=False)) if ev_t else []
+        take += list(rng.choice(bg_t, min(len(bg_t), per_video // 4), replace=False)) if bg_t else []
+        x = emb.images([frame(int(t)) for t in take])
+        x = torch.from_numpy(np.asarray(x / np.linalg.norm(x, axis=1, keepdims=True), np.float32))
+        for xi, t in zip(x, take):
+            ev = spec.event_at(int(t))
+            if ev is not None:
+                add(xi, ev.shape, ev.colour, True)
+                add(xi, str(rng.choice([sh for sh in SHAPES if sh != ev.shape])), None, False)
+            else:
+                add(xi, str(rng.choice(SHAPES)), None, False)
+            add(xi, "border", spec.border, True)
+    return ReadingSet(
+        torch.stack(xs),
+        torch.tensor(subj),
+        texts,
+        none[0],
+        torch.stack(opts),
+        torch.tensor(target),
+        torch.tensor(shows),
+    )
+
+
 def stage_sft(world: World, clip: Any, out: Path, cfg: ToyTrainConfig, log: Logger) -> Any:
-    """Cold start: teacher trajectories through the real Episode + no-tools answering views; cross-entropy."""
+    """Cold start that teaches the format and the reading, not *when* to call.
+
+    Per SFT question: one teacher trajectory per first action (answer now, ``clip_sample``, ``uniform_sample``),
+    each ending in the right letter, through the real Episode; plus no-tools answering views (uniform 16 / 56
+    frames, the ground-truth frames alone and after the 16 initial frames), and per-frame reading examples from
+    the SFT videos and from frames rendered for ``sft.reading_videos`` more training-range seeds (``reading_set``;
+    never the RL videos). The letter token's loss counts only where the frames in view show the
+    answer (``world.evidence_in_view``): a colour the frames cannot show teaches nothing about reading. Count
+    questions are the exception: every count view counts, so that the reader learns how far a count from few
+    frames inside the interval can be trusted (its learned ``trust``).
+    """
     import torch
     from tqdm.auto import tqdm
 
     from understanding import protocol as P
     from understanding.agents import decode_frames, linspace_frames
     from understanding.toyworld.policy import (
+        ACTIONS,
         PolicyNetConfig,
         ToyPolicy,
         ToyPolicyNet,
         featurize,
         load_toy_policy,
         observe,
+        subject,
     )
     from understanding.toyworld.rl import rollout, sft_step, teacher_decide
+    from understanding.toyworld.world import evidence_frames, evidence_in_view, shows_subject
 
     d = out / "sft"
     if (d / "policy.safetensors").is_file():
@@ -174,37 +281,93 @@ def stage_sft(world: World, clip: Any, out: Path, cfg: ToyTrainConfig, log: Logg
     policy = ToyPolicy(ToyPolicyNet(PolicyNetConfig(embed_dim=clip.dim)), clip)
     sft_rows, _ = split_train_rows(world, cfg)
     cache = out / "index_cache"
-    examples: list[tuple[Any, int, int]] = []
+    examples: list[tuple[Any, int, int, float]] = []
     for row in tqdm(sft_rows, desc="teacher trajectories", disable=not cfg.progress):
         path = world.video_path("train", row)
         agents = world.agents(path, clip, cache)
-        r = rollout(policy, row, agents, decide=teacher_decide(policy, row))
-        examples.extend((dd.features, dd.action, dd.letter) for dd in r.decisions)
+        spec, kind, gt = _spec(world, row), row["category"], ord(row["answer"]) - 65
+        subj = subject(row["question"])
+
+        def target(f: Any, spec: Any = spec, subj: str = subj) -> Any:
+            return torch.tensor([float(shows_subject(spec, subj, t)) for t in f.labels])
+
+        for plan in ACTIONS:
+            teacher = teacher_decide(policy, row, plan)
+            r = rollout(policy, row, agents, decide=teacher)
+            for dd, labels in zip(r.decisions, teacher.views):
+                w = float(evidence_in_view(spec, kind, labels) or kind == "count") if dd.letter >= 0 else 0.0
+                dd.features.frame_target = target(dd.features)
+                examples.append((dd.features, dd.action, dd.letter, w))
         reader = world.reader(path)
-        for k in cfg.sft.reader_views:
-            frames = decode_frames(reader, linspace_frames(0, reader.num_frames, k), resize="fit")
-            msgs = P.build_initial_messages(
-                row["question"], frames, reader.num_frames, reader.fps, row["options"], tools=()
-            )
+        n = reader.num_frames
+        views = [linspace_frames(0, n, k) for k in cfg.sft.reader_views]
+        if cfg.sft.evidence_views:
+            ev = evidence_frames(spec, kind)
+            views += [ev, sorted(set(linspace_frames(0, n, 16)) | set(ev))]
+        for idx in views:
+            frames = decode_frames(reader, idx, resize="fit")
+            msgs = P.build_initial_messages(row["question"], frames, n, reader.fps, row["options"], tools=())
             f = featurize(observe(msgs), policy.embedder)
-            examples.append((f, 0, ord(row["answer"]) - 65))
+            f.frame_target = target(f)
+            examples.append((f, 0, gt, float(evidence_in_view(spec, kind, idx) or kind == "count")))
     rng = np.random.default_rng(cfg.seed)
+    # reading is taught on the SFT videos' frames and on frames rendered from more training-range seeds that no
+    # split uses (never on the RL videos: the classification of their questions must not have seen their frames)
+    seeds = sorted({int(Path(r["video"]).stem) for r in sft_rows})
+    extra = list(range(50_000 + 1000 * cfg.seed, 50_000 + 1000 * cfg.seed + cfg.sft.reading_videos))
+    reading = reading_set(world, policy, seeds, rng, extra) if cfg.sft.reading_batch else None
     opt = torch.optim.Adam(policy.net.parameters(), lr=cfg.sft.lr)
     for step in tqdm(range(cfg.sft.steps), desc="SFT", disable=not cfg.progress):
         pick = rng.choice(len(examples), min(cfg.sft.batch_size, len(examples)), replace=False)
-        loss = sft_step(policy, opt, [examples[i] for i in pick])
+        loss = sft_step(policy, opt, [examples[i] for i in pick], reading, cfg.sft.reading_batch)
         if step % 20 == 0 or step == cfg.sft.steps - 1:
             log({"stage": "sft", "step": step, "loss": round(loss, 4), "examples": len(examples)})
     policy.save(d, clip_dir="../clip")
     return load_toy_policy(d)
 
 
+def label_noise(world: World, labelled: list[dict], num_initial: int = 16) -> dict[str, Any]:
+    """How often the classification labels disagree with the ground truth of what the initial view shows.
+
+    Per kind and label: how many rows; ``direct_without_evidence``: rows labelled Direct although the 16 initial
+    frames do not show the answer (a lucky guess); ``direct_with_evidence``: Direct because the answer was visible
+    in the initial frames; ``active_with_evidence``: Active although the initial frames showed the answer.
+    """
+    from understanding.agents import linspace_frames
+    from understanding.toyworld.world import evidence_in_view
+
+    out: dict[str, Any] = {}
+    for r in labelled:
+        spec = _spec(world, r)
+        init = linspace_frames(0, spec.num_frames, num_initial)
+        seen = evidence_in_view(spec, r["category"], init)
+        k = out.setdefault(
+            r["category"],
+            {
+                "n": 0,
+                "labels": {},
+                "direct_without_evidence": 0,
+                "direct_with_evidence": 0,
+                "active_with_evidence": 0,
+            },
+        )
+        lab = r.get("classification")
+        k["n"] += 1
+        k["labels"][lab] = k["labels"].get(lab, 0) + 1
+        if lab == "direct":
+            k["direct_with_evidence" if seen else "direct_without_evidence"] += 1
+        if lab == "active" and seen:
+            k["active_with_evidence"] += 1
+    return out
+
+
 def stage_classify(world: World, sft_policy: Any, clip: Any, out: Path, cfg: ToyTrainConfig) -> list[dict]:
     """Label the RL rows Direct / Adaptive / Active / filtered with the SFT policy (understanding.classify)."""
     from understanding.classify import ClassifyConfig, classify_rows
+    from vidlab.io import atomic_write_json
 
     _, rl_rows = split_train_rows(world, cfg)
-    return classify_rows(
+    labelled = classify_rows(
         rl_rows,
         sft_policy,
         config=ClassifyConfig(k=cfg.classify_k, seed=cfg.seed),
@@ -214,6 +377,8 @@ def stage_classify(world: World, sft_policy: Any, clip: Any, out: Path, cfg: Toy
         video_root=world.splits["train"].root,
         progress=cfg.progress,
     )
+    atomic_write_json(out / "label_noise.json", label_noise(world, labelled))
+    return labelled
 
 
 def stage_grpo(
@@ -230,8 +395,14 @@ def stage_grpo(
     from tqdm.auto import tqdm
 
     from understanding.toyworld.policy import load_toy_policy
-    from understanding.toyworld.rl import group_advantages, grpo_update, rollout
-    from vidlab.io import atomic_path
+    from understanding.toyworld.rl import (
+        all_tied,
+        group_advantages,
+        grpo_update,
+        guard_calls,
+        rollout,
+    )
+    from vidlab.io import load_checkpoint, save_checkpoint
 
     g = cfg.grpo
     d = out / name
@@ -244,9 +415,9 @@ def stage_grpo(
         p.requires_grad_(False)
     opt = torch.optim.Adam(policy.net.parameters(), lr=g.lr)
     start = 0
-    ckpt = d / "ckpt.pt"
+    ckpt = d / "ckpt.safetensors"
     if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=True)
+        state = load_checkpoint(ckpt)
         policy.net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
@@ -279,6 +450,7 @@ def stage_grpo(
         batch = [rows[i] for i in rng.choice(len(rows), min(g.questions_per_step, len(rows)), replace=False)]
         gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
         rollouts, advs = [], []
+        ties = 0
         for row in batch:
             agents = world.agents(world.video_path("train", row), clip, cache)
             group = [
@@ -292,8 +464,14 @@ def stage_grpo(
                 )
                 for _ in range(g.group_size)
             ]
+            for r in group:  # the creep guard: calls after the first cost reward
+                r.reward["score"] = guard_calls(
+                    r.reward["score"], r.trajectory.num_tool_calls, g.extra_call_cost
+                )
+            rewards = [r.reward["score"] for r in group]
+            ties += int(all_tied(rewards))
             rollouts.extend(group)
-            advs.extend(group_advantages([r.reward["score"] for r in group]).tolist())
+            advs.extend(group_advantages(rewards).tolist())
         stats = grpo_update(
             policy,
             ref,
@@ -314,6 +492,7 @@ def stage_grpo(
             "tool_calls": float(np.mean([r.trajectory.num_tool_calls for r in rollouts])),
             "frames": float(np.mean([r.trajectory.num_frames_used for r in rollouts])),
             "valid": float(np.mean([r.trajectory.valid for r in rollouts])),
+            "tied_groups": ties / len(batch),
             "seconds": round(time.perf_counter() - t0, 2),
             **{k: round(v, 5) for k, v in stats.items()},
         }
@@ -322,8 +501,7 @@ def stage_grpo(
             reward=f"{rec['reward']:.2f}", acc=f"{rec['acc']:.2f}", calls=f"{rec['tool_calls']:.2f}"
         )
         if (step + 1) % g.checkpoint_every == 0 or step + 1 == g.steps:
-            with atomic_path(ckpt) as tmp:
-                torch.save({"net": policy.net.state_dict(), "opt": opt.state_dict(), "step": step + 1}, tmp)
+            save_checkpoint({"net": policy.net.state_dict(), "opt": opt.state_dict(), "step": step + 1}, ckpt)
     policy.save(d, clip_dir="../clip")
     plot_curves(log_path, d / "curves.png", title=f"GRPO ({g.reward})")
     from vidlab.io import atomic_write_json
@@ -343,7 +521,7 @@ def plot_curves(log_path: Path, png: Path, title: str = "GRPO") -> Path:
 
     recs = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()]
     steps = [r["step"] for r in recs]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.2))
     for k in ("reward", "acc", "bonus", "format"):
         axes[0].plot(steps, [r[k] for r in recs], label=k)
     axes[0].set_title("reward components")
@@ -352,6 +530,9 @@ def plot_curves(log_path: Path, png: Path, title: str = "GRPO") -> Path:
     axes[1].set_title("tool calls / episode")
     axes[2].plot(steps, [r["frames"] for r in recs], color="C5")
     axes[2].set_title("frames / episode")
+    axes[3].plot(steps, [r.get("tied_groups", float("nan")) for r in recs], color="C6")
+    axes[3].set_title("share of all-tied groups")
+    axes[3].set_ylim(-0.05, 1.05)
     for ax in axes:
         ax.set_xlabel("GRPO step")
     fig.suptitle(title)
@@ -368,7 +549,7 @@ def run(cfg: ToyTrainConfig, stages: tuple[str, ...] = ("grpo",)) -> dict[str, A
 
     from vidlab.config import save_resolved
 
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    torch.set_num_threads(max(1, int(cfg.threads)))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)

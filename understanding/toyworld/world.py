@@ -286,6 +286,70 @@ def questions(spec: VideoSpec, video: str) -> list[dict[str, Any]]:
     return out
 
 
+def _event(spec: VideoSpec, role: str) -> Event | None:
+    return next((e for e in spec.events if e.role == role), None)
+
+
+def _spread(lo: int, hi: int, k: int) -> list[int]:
+    """``k`` frames at ``linspace(lo, hi - 1, k)``, de-duplicated (what ``uniform_sample(lo, hi)`` shows)."""
+    if hi <= lo:
+        return []
+    return sorted({int(round(x)) for x in np.linspace(lo, hi - 1, k)})
+
+
+def evidence_frames(spec: VideoSpec, kind: str) -> list[int]:
+    """The ground-truth frames that answer a question of this kind (the oracle's view; teachers only).
+
+    static: 4 frames across the video (the border is everywhere); needle / distractor: 4 frames of the triangle /
+    the plus; count: the 8 frames ``uniform_sample`` shows over the asked interval.
+    """
+    if kind == "static":
+        return _spread(0, spec.num_frames, 4)
+    if kind in ("needle", "distractor"):
+        ev = _event(spec, "needle" if kind == "needle" else "distractor-target")
+        return _spread(ev.start, ev.end, 4) if ev else []
+    if kind == "count":
+        return _spread(*spec.count_interval, 8)
+    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+
+def evidence_in_view(spec: VideoSpec, kind: str, labels: Iterable[int]) -> bool:
+    """Do frames with these indices show the answer? (count: >= 4 frames inside the interval, and the runs of
+    counted circles among them equal the count)."""
+    labels = sorted(set(int(x) for x in labels))
+    if kind == "static":
+        return bool(labels)
+    if kind in ("needle", "distractor"):
+        ev = _event(spec, "needle" if kind == "needle" else "distractor-target")
+        return ev is not None and any(ev.start <= t < ev.end for t in labels)
+    if kind == "count":
+        a, b = spec.count_interval
+        inside = [t for t in labels if a <= t < b]
+        if len(inside) < 4:
+            return False
+        seen = [spec.event_at(t) for t in inside]
+        runs = sum(
+            1
+            for i, e in enumerate(seen)
+            if e is not None and e.role == "count" and (i == 0 or seen[i - 1] is not e)
+        )
+        return runs == spec.count
+    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+
+def shows_subject(spec: VideoSpec, subject: str, t: int) -> bool:
+    """Does frame ``t`` show the question's subject ("border": every frame; a shape: the event at ``t``)?"""
+    if subject == "border":
+        return True
+    ev = spec.event_at(t)
+    return ev is not None and ev.shape == subject
+
+
+def seed_of(row: dict[str, Any]) -> int:
+    """The world seed of a question row (its video is ``videos/{seed:06d}.mp4``)."""
+    return int(Path(str(row["video"])).stem)
+
+
 @dataclass
 class Split:
     """One split on disk: its seeds, videos and question rows (``questions.jsonl``)."""
@@ -395,19 +459,10 @@ class MemoryReader:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m understanding.toyworld.world OUT [N]``: write N test-split videos + questions.jsonl under OUT/test."""
-    import argparse
+    """Deprecated: ``python -m understanding.toyworld.world OUT [N]`` is ``vidlab toyworld-data OUT [N]``."""
+    from understanding.toyworld.cli import world_main
 
-    p = argparse.ArgumentParser(description=main.__doc__)
-    p.add_argument("out")
-    p.add_argument("n", nargs="?", type=int, default=4)
-    p.add_argument("--split", default="test", choices=sorted(SPLIT_OFFSETS))
-    p.add_argument("--max-frames", type=int, default=WorldConfig.max_frames)
-    a = p.parse_args(argv)
-    cfg = WorldConfig(max_frames=a.max_frames, min_frames=min(WorldConfig.min_frames, a.max_frames))
-    s = build_split(a.out, a.split, a.n, cfg, progress=True)
-    print(s.jsonl)
-    return 0
+    return world_main(argv)
 
 
 if __name__ == "__main__":

@@ -122,8 +122,12 @@ def test_sft_then_grpo_change_the_parameters(world):
     examples = []
     for r_ in w.splits["train"].rows:
         ag = w.agents(w.video_path("train", r_), world[1], world[2] / "cache")
-        ro = rollout(pol, r_, ag, decide=teacher_decide(pol, r_))
-        examples += [(d.features, d.action, d.letter) for d in ro.decisions]
+        for plan in ACTIONS:  # one teacher per first action: the cold start does not choose when to call
+            ro = rollout(pol, r_, ag, decide=teacher_decide(pol, r_, plan))
+            assert (
+                ACTIONS[ro.decisions[0].action] == plan and ro.decisions[-1].letter == ord(r_["answer"]) - 65
+            )
+            examples += [(d.features, d.action, d.letter) for d in ro.decisions]
     assert {ACTIONS[a] for _, a, _ in examples} >= {"answer", "clip_sample", "uniform_sample"}
     opt = torch.optim.Adam(pol.net.parameters(), lr=3e-3)
     losses = [sft_step(pol, opt, examples) for _ in range(15)]

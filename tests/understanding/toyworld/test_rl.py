@@ -59,3 +59,13 @@ def test_kl_to_the_reference_is_zero_at_the_reference_and_pulls_back():
     assert st["kl"] == pytest.approx(0.0, abs=1e-8)
     _, grad, st = _loss(logp, logp, logp - 0.5, zero, mask, kl_coef=1.0)
     assert st["kl"] > 0 and torch.all(grad > 0)  # minimising pushes logp down towards the reference
+
+
+def test_the_creep_guard_charges_only_calls_after_the_first_and_ties_are_detected():
+    from understanding.toyworld.rl import all_tied, guard_calls
+
+    assert guard_calls(1.55, 0, 0.1) == 1.55 and guard_calls(1.55, 1, 0.1) == 1.55
+    assert guard_calls(1.55, 3, 0.1) == pytest.approx(1.35)
+    assert all_tied([1.05] * 8) and not all_tied([1.05] * 7 + [0.05])
+    assert np.all(group_advantages([guard_calls(1.05, 1, 0.1)] * 8) == 0)
+    assert group_advantages([guard_calls(1.05, n, 0.1) for n in (1, 1, 2, 5)])[0] > 0  # creeping loses

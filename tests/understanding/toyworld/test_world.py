@@ -77,3 +77,17 @@ def test_split_is_real_mp4_that_eval_qa_reads(tmp_path):
     loaded = load_benchmark("jsonl", split.jsonl)
     assert len(loaded.items) == 4 and not loaded.problems
     assert {i.category for i in loaded.items} == set(KINDS)
+
+
+def test_toyworld_data_command_writes_a_split_and_refuses_bad_arguments_in_one_line(tmp_path, capsys):
+    import json
+
+    from understanding.toyworld.cli import world_main
+
+    assert world_main([str(tmp_path), "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "n must be at least 1" in err
+    assert world_main([str(tmp_path), "1", "--max-frames", "80", "--base-seed", "3", "--no-progress"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "test" / "questions.jsonl").read_text().splitlines()]
+    assert [r["category"] for r in rows] == list(KINDS)
+    assert rows[0]["video"] == "videos/203000.mp4" and (tmp_path / "test" / rows[0]["video"]).is_file()
