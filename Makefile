@@ -32,9 +32,9 @@ quickstart: venv
 	# Comp-Attn on the small Wan trained on the coloured-shapes world (generation/toyworld/weights)
 	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld --out $(OUT)/generate --attention-maps
 	# VideoBrain's trained toy policy + toy CLIP (understanding/toyworld/weights) on synthetic long videos
-	$(BIN)/python -m understanding.toyworld.world $(OUT)/toyworld 4
+	$(BIN)/vidlab toyworld-data $(OUT)/toyworld 4
 	$(BIN)/vidlab qa --video $(OUT)/toyworld/test/videos/200000.mp4 --question "What colour was the triangle?" \
-		--options magenta white blue yellow --policy toy:shipped --clip-model understanding/toyworld/weights/clip \
+		--options magenta white blue yellow --truth magenta --policy toy:shipped --clip-model understanding/toyworld/weights/clip \
 		episode.frame_resize=fit --json $(OUT)/toyworld-qa.json
 	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/toyworld/test/questions.jsonl --policy toy:shipped \
 		--clip-model understanding/toyworld/weights/clip --strategies agent uniform:16 uniform:56 \
