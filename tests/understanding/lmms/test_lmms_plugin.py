@@ -85,13 +85,47 @@ def _task(root: Path, name: str, rows: list[dict]) -> None:
     (root / f"{name}.yaml").write_text(TASK_YAML.format(name=name, docs=docs))
 
 
-@pytest.mark.slow
-def test_lmms_eval_cli_runs_videobrain_episodes(tmp_path):
+def _lmms_eval(tmp_path: Path, model_args: str, tasks: list[str], task_dir: Path) -> dict:
+    """Run the real `lmms-eval` CLI offline; return its results JSON (it exits 0 even on errors: check both)."""
     pytest.importorskip("lmms_eval")
     exe = Path(sys.executable).with_name("lmms-eval")
     if not exe.is_file():
         exe = Path(shutil.which("lmms-eval") or "")
     assert exe.is_file(), "lmms-eval is importable but its CLI script is missing"
+    out = tmp_path / "out"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [str(exe), "--model", "videobrain", "--model_args", model_args, "--tasks", ",".join(tasks),
+           "--include_path", str(task_dir), "--batch_size", "1", "--output_path", str(out)]  # fmt: skip
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    results = sorted(out.rglob("*_results.json"))
+    assert results, "lmms-eval wrote no results (it logs errors and still exits 0): " + res.stderr[-3000:]
+    report = json.loads(results[-1].read_text())
+    # resolved through lmms-eval's registry to vidlab's class
+    assert report["config"]["model_backend"] == "understanding.lmms.model.VideoBrainLMM (simple)"
+    return report
+
+
+def _scored_as_recorded(
+    report: dict, traj: Path, docs_by_task: dict[str, list[dict]]
+) -> dict[str, list[dict]]:
+    """lmms-eval's accuracy per task equals what the recorded episodes answered against the docs' keys."""
+    by_task: dict[str, list[dict]] = {}
+    for line in traj.read_text().splitlines():
+        rec = json.loads(line)
+        by_task.setdefault(rec["task"], []).append(rec)
+    for name, docs in docs_by_task.items():
+        got = sorted(by_task[name], key=lambda r: r["doc_id"])
+        assert len(got) == len(docs)
+        expected = sum(g["response"] == d["answer"] for g, d in zip(got, docs)) / len(docs)
+        assert report["results"][name]["accuracy,none"] == pytest.approx(expected)
+        by_task[name] = got
+    return by_task
+
+
+@pytest.mark.slow
+def test_lmms_eval_cli_runs_videobrain_episodes(tmp_path):
     from understanding.benchmarks.synthetic import write_needle_benchmark
 
     jsonl = write_needle_benchmark(tmp_path / "nb", n=4, num_frames=200, fps=10.0)
@@ -116,33 +150,20 @@ def test_lmms_eval_cli_runs_videobrain_episodes(tmp_path):
     ]
     _task(tasks, "vb_needle_swapped", swapped)
     traj = tmp_path / "trajectories.jsonl"
-    out = tmp_path / "out"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
-    env["OMP_NUM_THREADS"] = "1"
-    cmd = [str(exe), "--model", "videobrain", "--model_args", f"policy=pixel:red,max_calls=5,trajectories={traj}",
-           "--tasks", "vb_needle,vb_needle_swapped", "--include_path", str(tasks), "--batch_size", "1",
-           "--output_path", str(out)]  # fmt: skip
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    results = sorted(out.rglob("*_results.json"))
-    assert results, "lmms-eval wrote no results (it logs errors and still exits 0): " + res.stderr[-3000:]
-    report = json.loads(results[-1].read_text())
+    report = _lmms_eval(
+        tmp_path,
+        f"policy=pixel:red,max_calls=5,trajectories={traj}",
+        ["vb_needle", "vb_needle_swapped"],
+        tasks,
+    )
     scores = report["results"]
-    # resolved through lmms-eval's registry to vidlab's class
-    assert report["config"]["model_backend"] == "understanding.lmms.model.VideoBrainLMM (simple)"
-    recs = [json.loads(line) for line in traj.read_text().splitlines()]
-    assert len(recs) == 2 * len(rows)
-    by_task: dict[str, list[dict]] = {}
-    for rec in recs:
-        by_task.setdefault(rec["task"], []).append(rec)
-    for name, docs in (("vb_needle", rows), ("vb_needle_swapped", swapped)):
-        got = sorted(by_task[name], key=lambda r: r["doc_id"])
+    by_task = _scored_as_recorded(report, traj, {"vb_needle": rows, "vb_needle_swapped": swapped})
+    for name in ("vb_needle", "vb_needle_swapped"):
+        got = by_task[name]
         # the question and options reached the episode intact, from the doc or from the rendered prompt
         assert [g["options"] for g in got] == [["yes", "no"]] * len(rows)
         assert all(g["question"].endswith("Does a red square appear at any point in the video?") for g in got)
-        expected = sum(g["response"] == d["answer"] for g, d in zip(got, docs)) / len(docs)
-        assert scores[name]["accuracy,none"] == pytest.approx(expected)
-    needle = sorted(by_task["vb_needle"], key=lambda r: r["doc_id"])
+    needle = by_task["vb_needle"]
     # the episode loop ran: valid trajectories, and where the 16-frame first view missed the needle the policy
     # called uniform_sample and was shown more frames
     assert all(g["valid"] and g["policy"] == "pixel:red" for g in needle)
@@ -153,3 +174,35 @@ def test_lmms_eval_cli_runs_videobrain_episodes(tmp_path):
     assert scores["vb_needle_swapped"]["accuracy,none"] == pytest.approx(
         1.0 - scores["vb_needle"]["accuracy,none"]
     )
+
+
+@pytest.mark.slow
+def test_lmms_eval_cli_with_the_trained_toy_policy_and_its_clip(tmp_path):
+    """The toy world's trained policy + toy CLIP (clip_sample offered) answer toy-world questions in lmms-eval."""
+    from understanding.toyworld import SHIPPED_CLIP, resolve_toy_dir
+    from understanding.toyworld.world import build_split
+
+    try:
+        resolve_toy_dir("shipped")
+    except Exception as e:  # noqa: BLE001 - the toy weights are optional in a stripped install
+        pytest.skip(f"no shipped toy weights: {e}")
+    split = build_split(tmp_path / "tw", "test", 1)
+    rows = [json.loads(line) for line in split.jsonl.read_text().splitlines()]
+    for r in rows:
+        r["video"] = str(split.root / r["video"])
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "utils.py").write_text(TASK_UTILS)
+    _task(tasks, "vb_toy", rows)
+    # control: every answer moved to the next letter; the recorded answers must score against that key too
+    shifted = [{**r, "answer": chr(65 + (ord(r["answer"]) - 64) % len(r["options"]))} for r in rows]
+    _task(tasks, "vb_toy_shifted", shifted)
+    traj = tmp_path / "trajectories.jsonl"
+    args = f"policy=toy:shipped,clip_model={SHIPPED_CLIP},frame_resize=fit,trajectories={traj}"
+    report = _lmms_eval(tmp_path, args, ["vb_toy", "vb_toy_shifted"], tasks)
+    by_task = _scored_as_recorded(report, traj, {"vb_toy": rows, "vb_toy_shifted": shifted})
+    got = by_task["vb_toy"]
+    assert all(g["policy"].startswith("toy:") for g in got)
+    assert all(g["response"] in "ABCD" and g["response"] for g in got)  # a letter for every question
+    # the same episodes answered both tasks (greedy, deterministic): identical responses per doc
+    assert [g["response"] for g in got] == [g["response"] for g in by_task["vb_toy_shifted"]]
