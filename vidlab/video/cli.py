@@ -8,6 +8,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from vidlab.config import validate
+
 SYNTH_EPILOG = """examples:
   vidlab synth outputs/demo.mp4                                 # 240 frames, 320x240, 24 fps, seed 0
   vidlab synth outputs/long.mp4 --frames 14400 --gop 250        # 10 minutes, long GOP
@@ -45,6 +47,9 @@ class SynthConfig:
     text: str | None = None
     events: list = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass
 class ContactSheetConfig:
@@ -57,6 +62,9 @@ class ContactSheetConfig:
     columns: int = 4
     tile_width: int = 320
     tile_height: int = 180
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 def _parse_event(text: str):
