@@ -10,6 +10,9 @@ timestamp, decode forward to it), with PyAV's default threading and with ``threa
 slice threads); torchcodec in both seek modes (``exact``, ``approximate``); PyAV decoding sequentially from the start to the last requested
 frame (the PyAV peers convert to RGB the way vidlab does); vidlab ``open_video(path)`` (auto backend). Readers are opened once
 per file (opening is reported separately); every timed call fetches the frames as RGB arrays.
+Robust to load: in every case vidlab and each peer run once per round (>= 7 rounds, rotating order), each
+peer's time is divided by vidlab's time of the same round, and the table reports the median of these
+paired ratios with their range, plus the load average; a peer counts as best when its median is lowest.
 Also measured: peak RSS of a fresh process reading 32 frames from the long (2-hour) video.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
 import time
@@ -26,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import bench_args, emit_json, print_table, time_side_by_side  # noqa: E402
+from benchmarks._common import bench_args, emit_json, print_table  # noqa: E402
 from vidlab.io import atomic_path  # noqa: E402
 from vidlab.paths import cache_dir  # noqa: E402
 
@@ -86,6 +90,33 @@ def tile_video(src: Path, repeats: int) -> Path:
         out.close()
     inp.close()
     return dst
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _spread(x) -> dict:
+    a = np.asarray(x, float)
+    return {"median": float(np.median(a)), "min": float(a.min()), "max": float(a.max()), "n": int(a.size)}
+
+
+def paired_rounds(fns: dict, idx, rounds: int) -> dict:
+    """Run every contender once per round (the order rotates round by round, after one untimed warm-up
+    call each); returns ``{name: [seconds per round], "vidlab_vs": {peer: [t_peer / t_vidlab per round]}}``
+    (the paired ratio: vidlab's speed over the peer's, both timed in the same round)."""
+    names = list(fns)
+    for fn in fns.values():
+        fn(idx)
+    times: dict = {k: [] for k in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            fns[name](idx)
+            times[name].append(time.perf_counter() - t0)
+    v = np.asarray(times["vidlab"])
+    times["vidlab_vs"] = {k: list(np.asarray(times[k]) / v) for k in names if k != "vidlab"}
+    return times
 
 
 # peers --------------------------------------------------------------------------------------------
@@ -182,12 +213,15 @@ def main(argv=None) -> int:
     from vidlab.video import available_backends, open_video, uniform_indices
     from vidlab.video.testing import codes_of
 
+    counts: tuple[int, ...]
     if args.quick:
         width, height, chunk, tiles, counts = 320, 180, 750, 8, (16, 32)
     else:
         width, height, chunk, tiles, counts = 640, 360, 3000, 58, (16, 32, 128)
     have = available_backends()
     t_start = time.perf_counter()
+    load_start = _load()
+    rounds = max(7, args.repeats)
     files = []
     for gop in (30, 250):
         short = render_chunk(width, height, chunk, gop)
@@ -223,7 +257,6 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         seq(probe_idx, limit=cap - 1)
         seq_s = (time.perf_counter() - t0) * (to_decode / min(to_decode, cap))
-        seq_note = "est" if to_decode > cap else ""
         plan = []
         for n in counts:
             for pattern in ("uniform", "random"):
@@ -233,15 +266,19 @@ def main(argv=None) -> int:
                     else rng.choice(n_frames, n, False)
                 )
                 plan.append((n, pattern, idx))
-        # vidlab and the PyAV peers alternate round by round within each case
+        if to_decode <= cap:  # short file: sequential decoding is a real contender, timed every round
+            peers["pyav-seq"] = seq
+        # vidlab and every peer run in each round, in a rotating order; each peer's time is paired with
+        # vidlab's time of the same round (adjacent in time, so load hits both alike)
         timings = []
+        vid = lambda idx, reader=reader: reader.get_frames(idx)  # noqa: E731
         for _n, _pattern, idx in plan:
-            fns = {name: (lambda p=p, idx=idx: p(idx)) for name, p in peers.items()}
-            fns["vidlab"] = lambda idx=idx, reader=reader: reader.get_frames(idx)
-            timings.append(time_side_by_side(fns, repeats=args.repeats, budget_s=args.budget))
+            fns = {"vidlab": vid, **peers}
+            timings.append(paired_rounds(fns, idx, rounds))
         # decord's reader keeps ~1 core busy in background threads for as long as it is open (measured:
-        # 1.0-1.6 CPU-s per idle second), which would slow whatever runs next on a small machine; so its
-        # calls are timed in a block of their own on the same cases, with no other reader working.
+        # 1.0-1.6 CPU-s per idle second), which would slow whatever else runs on a small machine; so it is
+        # paired with vidlab in a block of its own, with no other reader open. vidlab runs while decord's
+        # threads spin here too: that costs vidlab, never decord.
         if "decord" in have:
             from vidlab.video.reader import import_decord
 
@@ -250,47 +287,63 @@ def main(argv=None) -> int:
             vr = decord.VideoReader(str(path), ctx=decord.cpu(0))
             open_s["decord"] = time.perf_counter() - t0
             for (_, _, idx), res in zip(plan, timings):
-                fn = {"decord": lambda idx=idx, vr=vr: vr.get_batch(list(map(int, idx))).asnumpy()}
-                res.update(time_side_by_side(fn, repeats=args.repeats, budget_s=args.budget))
-            del vr, fn  # the lambdas hold the reader too: drop both so its threads stop
+                fns = {
+                    "vidlab": vid,
+                    "decord": lambda idx, vr=vr: vr.get_batch(list(map(int, idx))).asnumpy(),
+                }
+                more = paired_rounds(fns, idx, rounds)
+                res["decord"] = more["decord"]
+                res["vidlab_vs"]["decord"] = more["vidlab_vs"]["decord"]
+                res["vidlab"] = res["vidlab"] + more["vidlab"]
+            del vr, fns  # the lambdas hold the reader too: drop both so its threads stop
             gc.collect()
         print(
-            f"  {kind} gop{gop}: {n_frames} frames, vidlab backend={reader.backend}; open s {open_s}",
+            f"  {kind} gop{gop}: {n_frames} frames, vidlab backend={reader.backend}; open s {open_s}; "
+            f"load {_load()}",
             flush=True,
         )
         for (n, pattern, idx), res in zip(plan, timings):
             exact = codes_of(reader.get_frames(idx)) == [int(i) % chunk for i in idx]
-            fps = {k: n / v["best"] for k, v in res.items()}
-            fps["pyav-seq"] = n / seq_s
-            best_peer = max((v, k) for k, v in fps.items() if k != "vidlab")
+            fps = {k: n / float(np.median(v)) for k, v in res.items() if k != "vidlab_vs"}
+            ratios = {k: _spread(v) for k, v in res["vidlab_vs"].items()}
+            if "pyav-seq" not in ratios:  # long file: estimated once per file, unpaired
+                fps["pyav-seq"] = n / seq_s
+                ratios["pyav-seq"] = _spread([fps["vidlab"] / fps["pyav-seq"]])
+            best = min(ratios, key=lambda k: ratios[k]["median"])
             row = {
                 "file": kind,
                 "gop": gop,
                 "n": n,
                 "pattern": pattern,
                 **{k: round(v, 1) for k, v in fps.items()},
-                "best_peer": best_peer[1],
-                "vs_best": round(fps["vidlab"] / best_peer[0], 2),
-                "vs_seek": round(fps["vidlab"] / fps["pyav-seek"], 2),
+                "best_peer": best,
+                "vs_best": round(ratios[best]["median"], 2),
+                "vs_best_range": f"{ratios[best]['min']:.2f}-{ratios[best]['max']:.2f}",
+                "pairs": ratios[best]["n"],
+                "vs_seek": round(ratios["pyav-seek"]["median"], 2),
                 "backend": reader.backend,
                 "exact": exact,
-                "seq": seq_note,
+                "seq": "" if to_decode <= cap else "est",
+                "paired_ratios": {k: {m: round(x, 3) for m, x in v.items()} for k, v in ratios.items()},
             }
             rows.append(row)
             cases.append(row)
             print(
-                f"    n={n:<3d} {pattern:7s} vidlab {fps['vidlab']:8.1f} f/s  best peer {best_peer[1]} "
-                f"{best_peer[0]:8.1f} f/s  ratio {row['vs_best']:.2f}x  vs seek {row['vs_seek']:.2f}x",
+                f"    n={n:<3d} {pattern:7s} vidlab {fps['vidlab']:8.1f} f/s  best peer {best} "
+                f"{fps[best]:8.1f} f/s  paired ratio median {row['vs_best']:.2f}x "
+                f"(range {row['vs_best_range']}, {row['pairs']} pairs)  vs seek {row['vs_seek']:.2f}x",
                 flush=True,
             )
         reader.close()
         peers.clear()
     cols = ["file", "gop", "n", "pattern", "vidlab", *(["decord"] if "decord" in have else []), "pyav-seek",
             "pyav-seek-auto", "pyav-seq", *(["tc-exact", "tc-approx"] if "torchcodec" in have else []),
-            "best_peer", "vs_best", "vs_seek", "backend", "exact", "seq"]  # fmt: skip
+            "best_peer", "vs_best", "vs_best_range", "pairs", "vs_seek", "backend", "exact", "seq"]  # fmt: skip
     print(
-        "\nframes/s (higher is better); vs_best = vidlab / best peer; vs_seek = vidlab / PyAV seek-per-frame;"
-        "\nexact = vidlab's frames carry the asked indices; seq = est: pyav-seq timed on a prefix, scaled"
+        "\nframes/s from median times (higher is better); vs_best = median over rounds of the paired ratio"
+        "\nvidlab fps / peer fps, for the peer with the lowest such median (range: min-max of its pairs);"
+        "\nvs_seek = the same against PyAV seek-per-frame; exact = vidlab's frames carry the asked indices;"
+        "\nseq = est: pyav-seq timed once on a prefix and scaled (long files; unpaired)"
     )
     print_table(rows, cols)
     long_250 = [p for k, g, p in files if k == "long" and g == 250][0]
@@ -303,7 +356,15 @@ def main(argv=None) -> int:
         "resolution": f"{width}x{height}",
         "short_frames": chunk,
         "long_frames": chunk * tiles,
+        "rounds": rounds,
+        "loadavg_start_end": [load_start, _load()],
         "min_vs_best_peer": min(r["vs_best"] for r in cases),
+        "cases_below_1": [
+            f"{r['file']} gop{r['gop']} n={r['n']} {r['pattern']} vs {r['best_peer']} {r['vs_best']} "
+            f"({r['vs_best_range']})"
+            for r in cases
+            if r["vs_best"] < 1.0
+        ],  # fmt: skip
         "geomean_vs_best_peer": float(np.exp(np.mean(np.log([r["vs_best"] for r in cases])))),
         "min_vs_pyav_seek_gop250": min(g250),
         "all_exact": all(r["exact"] for r in cases),

@@ -11,7 +11,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root holds benchmarks/
 from benchmarks._common import bench_args, emit_json, print_table, time_side_by_side  # noqa: E402
-from benchmarks.decode import PyAVSeekPerFrame, tile_video  # noqa: E402
+from benchmarks.decode import PyAVSeekPerFrame, paired_rounds, tile_video  # noqa: E402
 from vidlab.video import open_video  # noqa: E402
 from vidlab.video.synth import render_synthetic  # noqa: E402
 from vidlab.video.testing import codes_of  # noqa: E402
@@ -27,6 +27,27 @@ def test_time_side_by_side_alternates_and_respects_budget():
     assert calls[:2] == ["slow", "fast"]  # round robin
     assert res["slow"]["runs"] == 2 and res["fast"]["runs"] == 4  # slow stops once past its budget
     assert res["slow"]["best"] >= 0.03 > res["fast"]["best"]
+
+
+def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same_round():
+    calls = []
+
+    def sleeper(name, s):
+        def fn(idx):
+            calls.append(name)
+            time.sleep(s)
+
+        return fn
+
+    fns = {"vidlab": sleeper("vidlab", 0.002), "slow": sleeper("slow", 0.02), "fast": sleeper("fast", 0.0)}
+    res = paired_rounds(fns, [0], rounds=7)
+    assert calls[:3] == ["vidlab", "slow", "fast"]  # one untimed warm-up call each
+    timed = calls[3:]
+    assert [timed[3 * r] for r in range(3)] == ["vidlab", "slow", "fast"]  # each round starts one further on
+    assert all(len(res[k]) == 7 for k in fns)
+    for peer in ("slow", "fast"):
+        np.testing.assert_allclose(res["vidlab_vs"][peer], np.array(res[peer]) / np.array(res["vidlab"]))
+    assert np.median(res["vidlab_vs"]["slow"]) > 1.0 > np.median(res["vidlab_vs"]["fast"])
 
 
 def test_table_and_json_line(capsys):
