@@ -66,7 +66,7 @@ def _flag_keys() -> set[str]:
                 walk(type(default), f"{prefix}{f.name}.")
 
     walk(EvalConfig, "")
-    return keys
+    return keys | set(EvalConfig.LEGACY_KEYS)  # the old run keys still name a setting (with a warning)
 
 
 _OVERRIDE_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*=\S*$")  # key=value, no spaces
