@@ -20,20 +20,36 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
 @dataclass
 class ModelConfig:
-    """Sizes of the three trained parts (VAE compresses 8x in space and 4x in time, as Wan's does)."""
+    """Sizes of the three trained parts.
+
+    The VAE compresses ``2 ** (len(vae_dim_mult) - 1)`` x in space (default 4x: a 64 px frame is a 16 x 16 latent,
+    an 8 x 8 token grid with patch 2) and ``2 ** sum(vae_temporal_downsample)`` x in time (4x, as Wan's does).
+    An 8x VAE at 64 px left a 4 x 4 token grid and could not carry shape (issue 21's measurements).
+    """
 
     z_dim: int = 16  # 8 lost every shape in the VAE round trip (colour kept 7/8, colour+shape 0/8)
     vae_base_dim: int = 8
-    vae_dim_mult: list[int] = field(default_factory=lambda: [1, 2, 2, 2])
+    vae_dim_mult: list[int] = field(default_factory=lambda: [1, 2, 2])
+    vae_temporal_downsample: list[bool] = field(default_factory=lambda: [True, True])
     text_dim: int = 64
     text_layers: int = 2
     text_heads: int = 4
     heads: int = 4
-    head_dim: int = 16
+    # hidden 4 x 32 = 128: room beyond the 64 values each token outputs (patch 1x2x2 x 16 channels)
+    head_dim: int = 32
     layers: int = 4
-    ffn_dim: int = 256
+    ffn_dim: int = 512
     freq_dim: int = 64
-    flow_shift: float = 3.0
+    patch: list[int] = field(default_factory=lambda: [1, 2, 2])
+    flow_shift: float = 2.0  # the sampler's shift (the scheduler in the saved folder)
+
+    @property
+    def vae_scale_spatial(self) -> int:
+        return 2 ** (len(self.vae_dim_mult) - 1)
+
+    @property
+    def vae_scale_temporal(self) -> int:
+        return 2 ** sum(bool(t) for t in self.vae_temporal_downsample)
 
 
 def build_vae(cfg: ModelConfig, latents_mean=None, latents_std=None):
@@ -49,8 +65,10 @@ def build_vae(cfg: ModelConfig, latents_mean=None, latents_std=None):
         z_dim=cfg.z_dim,
         dim_mult=list(cfg.vae_dim_mult),
         num_res_blocks=1,
-        temperal_downsample=[False, True, True],
+        temperal_downsample=[bool(t) for t in cfg.vae_temporal_downsample],
         dropout=0.0,
+        scale_factor_spatial=cfg.vae_scale_spatial,  # WanPipeline sizes latents (and Comp-Attn its grid) by these
+        scale_factor_temporal=cfg.vae_scale_temporal,
         **kw,
     )
 
@@ -79,7 +97,7 @@ def build_transformer(cfg: ModelConfig):
     from diffusers import WanTransformer3DModel
 
     return WanTransformer3DModel(
-        patch_size=(1, 2, 2),
+        patch_size=tuple(int(p) for p in cfg.patch),
         num_attention_heads=cfg.heads,
         attention_head_dim=cfg.head_dim,
         in_channels=cfg.z_dim,

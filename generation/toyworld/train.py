@@ -3,24 +3,32 @@
 Stages (each resumes from its last checkpoint after a kill, bit for bit: every batch and every noise draw comes
 from a generator seeded by (seed, stage, step), and model + optimiser state are checkpointed atomically):
 
-1. **vae** -- ``AutoencoderKLWan`` on random 5-frame clips (one causal chunk: first frame + 4), cropped to
-   ``vae_crop`` px; it is fully convolutional (plus a per-frame attention block), so it runs on full frames and
-   longer clips after. Loss: MSE + L1 on the reconstruction, a small KL.
-2. **latents** -- a fixed training set of ``clips`` scenes (caption mix ``mix``; the held-out validation and test
-   captions never appear) is rendered and encoded once (posterior mean); the per-channel mean/std go into the VAE
-   config (``latents_mean``/``latents_std``), exactly where ``WanPipeline`` reads them to un-normalise.
-3. **dit** -- ``WanTransformer3DModel`` and the UMT5 text encoder trained **jointly** from scratch with rectified
-   flow matching (``x_t = (1 - s) x0 + s eps``, target ``eps - x0``, ``s`` drawn with the scheduler's shift, timestep
-   ``1000 s``: what ``FlowMatchEulerDiscreteScheduler`` integrates). Prompts are encoded the way ``WanPipeline``
-   encodes them (attention mask, zero padding to 512 tokens); ``caption_dropout`` of them are "" so that
-   classifier-free guidance has an unconditional model.
+1. **vae** -- ``AutoencoderKLWan`` (4x in space, 4x in time) on whole full-frame clips of every kind, so both causal
+   chunks (frame 0 alone, then frames 1-4) and the per-frame attention see what the pipeline will decode.
+   Loss: MSE + L1 on the reconstruction (shape pixels weighted ``vae_fg_weight`` x), a small KL.
+2. **latents** -- a fixed training set of ``clips`` scenes (caption mix ``mix``, mostly single subjects; the held-out
+   validation and test captions never appear) is rendered and encoded once (posterior mean); the per-channel
+   mean/std go into the VAE config (``latents_mean``/``latents_std``), where ``WanPipeline`` reads them.
+3. **vaedec** -- the decoder alone, encoder frozen (the latents do not change), so it can run in a second process
+   beside stage 4 (``stages=[vae,vaedec]``); the shipped VAE is the stage-1 encoder + this decoder.
+4. **dit** -- ``WanTransformer3DModel`` and the UMT5 text encoder trained **jointly** from scratch with rectified
+   flow matching (``x_t = (1 - s) x0 + s eps``, target ``eps - x0``, timestep ``1000 s``: what
+   ``FlowMatchEulerDiscreteScheduler`` integrates). Noise levels ``s`` are drawn with ``dit_sigma_shift`` (1:
+   uniform, so the low-noise end where edges are decided gets 30% of the samples; Wan's shift 3 gave it 12.5%).
+   Prompts are encoded the way ``WanPipeline`` encodes them (zero padding to 512 rows), computed compactly with an
+   exactly equivalent pad-count bias (``PadBiasCrossAttn``); ``caption_dropout`` of them are "" for classifier-free
+   guidance. The shipped weights are an exponential moving average (``ema``); every ``eval_every`` steps the EMA
+   model's gate figures are recorded (``gates.single_presence``, ``gates.denoise_probe``).
 
-The result is a diffusers ``WanPipeline`` folder (safetensors) at ``--out``; ``vidlab generate --model DIR`` loads it.
+Stages 3 and 4 use a constant learning rate after warm-up, so a run with more steps continues a shorter one exactly
+(the step counts are not part of their checkpoints' identity).
+
+The result is a diffusers ``WanPipeline`` folder (safetensors) at ``out``; ``vidlab generate --model DIR`` loads it.
+The command line (``vidlab train-gen-toyworld``) and the training figure live in ``generation.toyworld.cli``.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -36,7 +44,7 @@ import numpy as np
 from generation.toyworld.model import ModelConfig
 from vidlab.errors import UserError
 
-STAGES = ("vae", "latents", "dit")
+STAGES = ("vae", "latents", "vaedec", "dit")
 
 
 class TrainStateError(UserError):
@@ -49,30 +57,37 @@ class TrainConfig:
 
     seed: int = 0
     size: int = 64
-    frames: int = 9
+    frames: int = 5
     model: ModelConfig = field(default_factory=ModelConfig)
     threads: int = 1  # one thread: bit-reproducible, and fastest when other jobs share the cores
     # stage 1: VAE
-    vae_steps: int = 2000
+    vae_steps: int = 400
     vae_batch: int = 4
-    vae_crop: int = 32
-    vae_frames: int = 5
     vae_lr: float = 3e-3
     vae_noise: float = 0.0  # scale of the posterior noise in training (0: the mean, which is what is encoded)
     vae_fg_weight: float = 10.0  # loss weight of shape pixels (they are a small share of each frame)
     vae_kl: float = 1e-6
-    # stage 2: the fixed training set
-    clips: int = 800
+    # stage 2: the fixed training set (mostly single subjects: multi-subject prompts stay the hard case)
+    clips: int = 2000
     mix: dict[str, float] = field(
-        default_factory=lambda: {"single": 0.55, "motion": 0.30, "relation": 0.10, "count": 0.05}
+        default_factory=lambda: {"single": 0.6, "motion": 0.1, "relation": 0.2, "count": 0.1}
     )
-    # stage 3: transformer + text encoder
-    dit_steps: int = 3000
+    # stage 3: decoder refinement with the encoder frozen (0: none)
+    vae_dec_steps: int = 2500
+    vae_dec_lr: float = 1e-3
+    # stage 4: transformer + text encoder
+    dit_steps: int = 4000
     dit_batch: int = 16
-    dit_lr: float = 2e-3
+    dit_lr: float = 1e-3
+    dit_sigma_shift: float = 1.0  # training noise levels: shift 1 = uniform (30% below 0.3, where edges form)
     caption_dropout: float = 0.1
+    ema: float = 0.999
+    eval_every: int = 1000  # gate figures (EMA model) every this many transformer steps; 0: never
+    eval_seeds: list[int] = field(default_factory=lambda: [100])
+    eval_steps: int = 12
     ckpt_every: int = 50
     ckpt_dir: str | None = None  # default: <cache>/toyworld-train/<config hash>
+    stages: list[str] | None = None  # run only these stages (the pipeline is written when all ran)
     # tests only: SIGKILL this process right after the checkpoint of this (stage, step) is written
     kill_after: str | None = None
 
@@ -84,7 +99,7 @@ def config_hash(cfg: TrainConfig) -> str:
 
 def _identity(cfg: TrainConfig) -> dict[str, Any]:
     d = asdict(cfg)
-    for k in ("ckpt_dir", "kill_after", "threads", "ckpt_every"):
+    for k in ("ckpt_dir", "kill_after", "threads", "ckpt_every", "stages"):
         d.pop(k)
     return d
 
@@ -98,15 +113,34 @@ STAGE_KEYS = {
         "model.vae_dim_mult",
         "vae_steps",
         "vae_batch",
-        "vae_crop",
-        "vae_frames",
+        "frames",
+        "model.vae_temporal_downsample",
         "vae_lr",
         "vae_kl",
         "vae_fg_weight",
         "vae_noise",
     ),
-    "latents": ("frames", "clips", "mix"),
-    "dit": ("model", "dit_steps", "dit_batch", "dit_lr", "caption_dropout"),
+    "latents": ("clips", "mix"),
+    # not the step counts of stages 3-4: their schedule is constant, so more steps extend a run exactly
+    "vaedec": ("vae_dec_lr",),
+    "dit": (
+        "model",
+        "dit_batch",
+        "dit_lr",
+        "dit_sigma_shift",
+        "caption_dropout",
+        "ema",
+        "eval_every",
+        "eval_seeds",
+        "eval_steps",
+    ),
+}
+# the stages whose settings each stage's result depends on
+DEPENDS = {
+    "vae": ("vae",),
+    "latents": ("vae", "latents"),
+    "vaedec": ("vae", "vaedec"),
+    "dit": ("vae", "latents", "dit"),
 }
 
 
@@ -119,9 +153,12 @@ def stage_identity(cfg: TrainConfig, stage: str) -> dict[str, Any]:
         if isinstance(v, dict) and k == "model":
             flat.update({f"model.{kk}": vv for kk, vv in v.items()})
     keys: list[str] = []
-    for st in STAGES[: STAGES.index(stage) + 1]:
+    for st in DEPENDS[stage]:
         keys += STAGE_KEYS[st]
-    return {k: flat[k] for k in keys}
+    out = {k: flat[k] for k in keys}
+    if "model" in out:  # the sampler's shift is not a training setting
+        out["model"] = {k: v for k, v in out["model"].items() if k != "flow_shift"}
+    return out
 
 
 def _check_identity(st: dict, cfg: TrainConfig, stage: str, path: Path) -> None:
@@ -143,20 +180,18 @@ def _ckpt_root(cfg: TrainConfig) -> Path:
     return cache_dir("toyworld-train") / config_hash(cfg)
 
 
-def _save(obj: Any, path: Path) -> None:
-    import torch
-
-    from vidlab.io import atomic_path
+def _save(obj: dict[str, Any], path: Path) -> None:
+    """One checkpoint, atomically, as safetensors (``vidlab.io.save_checkpoint``: nothing is ever unpickled)."""
+    from vidlab.io import save_checkpoint
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    save_checkpoint(obj, path)
 
 
-def _load(path: Path) -> Any:
-    import torch
+def _load(path: Path) -> dict[str, Any]:
+    from vidlab.io import load_checkpoint
 
-    return torch.load(path, map_location="cpu", weights_only=False)
+    return load_checkpoint(path)
 
 
 def _maybe_kill(cfg: TrainConfig, stage: str, step: int) -> None:
@@ -168,12 +203,12 @@ def _maybe_kill(cfg: TrainConfig, stage: str, step: int) -> None:
 def _gen(seed: int, stage: str, step: int):
     import torch
 
-    salt = {"vae": 1, "latents": 2, "dit": 3}[stage]
+    salt = {"vae": 1, "latents": 2, "dit": 3, "vaedec": 4}[stage]
     return torch.Generator().manual_seed(seed * 1_000_003 + salt * 100_003 + step)
 
 
 def _np_rng(seed: int, stage: str, step: int) -> np.random.Generator:
-    salt = {"vae": 1, "latents": 2, "dit": 3}[stage]
+    salt = {"vae": 1, "latents": 2, "dit": 3, "vaedec": 4}[stage]
     return np.random.default_rng([seed, salt, step])
 
 
@@ -186,25 +221,24 @@ def _to_tensor(clips: list[np.ndarray]):
 
 # ---- stage 1 ----------------------------------------------------------------------------------------------
 def _vae_batch(cfg: TrainConfig, step: int):
-    """Clips cropped around one of their shapes, and per-pixel loss weights (shape pixels count ``fg_weight`` x)."""
+    """Full-frame clips of every kind, and per-pixel loss weights (shape pixels count ``fg_weight`` x).
+
+    Full frames and whole ``frames``-long clips: both causal chunks (frame 0 alone, then frames 1-4) and the
+    per-frame attention at the size the pipeline decodes (crops centred on a shape left full frames out of
+    distribution, issue 21).
+    """
     import torch
 
     from generation.toyworld.world import KINDS, WorldConfig, render, sample_scene
 
     rng = _np_rng(cfg.seed, "vae", step)
-    wc = WorldConfig(size=cfg.size, frames=cfg.vae_frames)
-    clips, weights, c = [], [], cfg.vae_crop
+    wc = WorldConfig(size=cfg.size, frames=cfg.frames)
+    clips, weights = [], []
     for _ in range(cfg.vae_batch):
         scene = sample_scene(KINDS[int(rng.integers(len(KINDS)))], rng, wc)
         clip = render(scene)
-        obj = scene.objects[int(rng.integers(len(scene.objects)))]
-        cx, cy = obj.centre(float(rng.uniform()))
-        jx, jy = rng.uniform(-c / 4, c / 4, size=2)
-        x = int(np.clip(round(cx - c / 2 + jx), 0, cfg.size - c))
-        y = int(np.clip(round(cy - c / 2 + jy), 0, cfg.size - c))
-        crop = clip[:, y : y + c, x : x + c]
-        fg = np.abs(crop.astype(np.int16) - scene.background).max(-1) > 12
-        clips.append(crop)
+        fg = np.abs(clip.astype(np.int16) - scene.background).max(-1) > 12
+        clips.append(clip)
         weights.append(1.0 + (cfg.vae_fg_weight - 1.0) * fg)
     w = torch.from_numpy(np.stack(weights)).float()[:, None]  # [B, 1, F, H, W]
     return _to_tensor(clips), w
@@ -216,7 +250,7 @@ def train_vae(cfg: TrainConfig, root: Path, progress: bool = True):
 
     from generation.toyworld.model import build_vae
 
-    path = root / "vae.pt"
+    path = root / "vae.safetensors"
     torch.manual_seed(cfg.seed)
     vae = build_vae(cfg.model).train()
     opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
@@ -284,7 +318,7 @@ def build_latents(cfg: TrainConfig, vae, root: Path, progress: bool = True) -> d
 
     from generation.toyworld.world import WorldConfig, render, scene_for_caption
 
-    path = root / "latents.pt"
+    path = root / "latents.safetensors"
     if path.is_file():
         st = _load(path)
         _check_identity(st, cfg, "latents", path)
@@ -303,7 +337,7 @@ def build_latents(cfg: TrainConfig, vae, root: Path, progress: bool = True) -> d
     probs = np.array([cfg.mix[k] for k in kinds], dtype=np.float64)
     probs /= probs.sum()
     wc = WorldConfig(size=cfg.size, frames=cfg.frames)
-    chunk = 25
+    chunk = 50
     bar = tqdm(total=cfg.clips, initial=len(st["captions"]), desc="latents", disable=not progress)
     while len(st["captions"]) < cfg.clips:
         i0 = len(st["captions"])
@@ -334,49 +368,203 @@ def build_latents(cfg: TrainConfig, vae, root: Path, progress: bool = True) -> d
     return st
 
 
-# ---- stage 3 ----------------------------------------------------------------------------------------------
+# ---- stage 3: decoder refinement -------------------------------------------------------------------------
+def train_vae_decoder(cfg: TrainConfig, vae, root: Path, progress: bool = True):
+    """Fine-tune the decoder (and ``post_quant_conv``) with the encoder frozen.
+
+    The latents the transformer learns are the frozen encoder's, so this stage may run beside the transformer
+    (``stages=[vae,vaedec]`` in a second process); the shipped VAE is the stage-1 encoder + this decoder.
+    Batches continue stage 1's stream (steps ``vae_steps + k``): new clips, same distribution.
+    """
+    import copy
+
+    import torch
+    from tqdm.auto import tqdm
+
+    path = root / "vaedec.safetensors"
+    dec = copy.deepcopy(vae).train()
+    dec.encoder.requires_grad_(False)
+    dec.quant_conv.requires_grad_(False)
+    params = [p for p in dec.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.vae_dec_lr, weight_decay=0.0)
+    step, losses = 0, []
+    if path.is_file():
+        st = _load(path)
+        _check_identity(st, cfg, "vaedec", path)
+        dec.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step, losses = st["step"], st["losses"]
+        if step > cfg.vae_dec_steps:
+            raise TrainStateError(
+                f"checkpoint {path} is at step {step}, beyond vae_dec_steps={cfg.vae_dec_steps}"
+            )
+    bar = tqdm(
+        total=cfg.vae_dec_steps, initial=step, desc="vae decoder", disable=not progress, dynamic_ncols=True
+    )
+    while step < cfg.vae_dec_steps:
+        x, w = _vae_batch(cfg, cfg.vae_steps + step)
+        # constant after warm-up: a longer run continues a shorter one exactly
+        lr = cfg.vae_dec_lr * min(1.0, (step + 1) / 20)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.no_grad():
+            z = dec.encode(x).latent_dist.mean
+        err = dec.decode(z).sample - x
+        loss = (w * (err.pow(2) + 0.5 * err.abs())).mean() / w.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        losses.append(loss.item())
+        bar.update(1)
+        bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
+        if step % cfg.ckpt_every == 0 or step == cfg.vae_dec_steps:
+            st = {"model": dec.state_dict(), "opt": opt.state_dict(), "step": step, "losses": losses}
+            _save({**st, "identity": stage_identity(cfg, "vaedec")}, path)
+            _maybe_kill(cfg, "vaedec", step)
+    bar.close()
+    return dec.eval(), losses
+
+
+# ---- stage 4: transformer + text encoder ------------------------------------------------------------------
 def encode_prompts(tokenizer, text_encoder, texts: list[str], max_len: int = 512):
     """Prompt embeddings exactly as ``WanPipeline._get_t5_prompt_embeds`` makes them (zero-padded to ``max_len``).
 
     The encoder runs on the batch's longest prompt only: with its attention mask and relative positions, the
     real tokens' outputs do not depend on how much padding follows.
     """
+    emb, _ = encode_prompts_compact(tokenizer, text_encoder, texts, max_len)
+    import torch
+
+    out = torch.zeros(len(texts), max_len, emb.shape[-1], dtype=emb.dtype)
+    out[:, : emb.shape[1]] = emb
+    return out
+
+
+def encode_prompts_compact(tokenizer, text_encoder, texts: list[str], max_len: int = 512):
+    """``encode_prompts`` without the zero rows beyond one: (embeddings ``[B, L + 1, D]``, pad-count bias ``[B, L + 1]``).
+
+    Every zero-padding row of a Wan prompt is the same vector, so it gives the same key and value in every
+    cross-attention; ``n`` equal keys weigh as one key whose logit is raised by ``log n``. ``bias`` holds that
+    ``log n`` on the pad rows (0 on real tokens): cross-attention over the compact rows with this additive bias
+    equals cross-attention over all ``max_len`` rows, at a fraction of the cost (see ``PadBiasCrossAttn``).
+    """
     import torch
 
     enc = tokenizer(texts, padding="longest", truncation=True, max_length=max_len, return_tensors="pt")
     ids, mask = enc.input_ids, enc.attention_mask
     h = text_encoder(ids, mask).last_hidden_state * mask[..., None].to(torch.float32)
-    out = torch.zeros(len(texts), max_len, h.shape[-1], dtype=h.dtype)
-    out[:, : h.shape[1]] = h
-    return out
+    b, length = ids.shape
+    emb = torch.cat([h, h.new_zeros(b, 1, h.shape[-1])], dim=1)  # at least one pad row per prompt
+    n_real = mask.sum(1)
+    rows = torch.arange(length + 1)[None]
+    n_pad_rows = (length + 1 - n_real)[:, None]
+    n_pad_total = (max_len - n_real)[:, None]
+    bias = torch.where(rows >= n_real[:, None], torch.log(n_pad_total / n_pad_rows), torch.zeros(()))
+    return emb, bias.to(torch.float32)
+
+
+class PadBiasCrossAttn:
+    """Training-time cross-attention processor: diffusers' own ``WanAttnProcessor`` given the pad-count bias.
+
+    ``WanTransformerBlock`` calls ``attn2`` without a mask; this passes ``self.bias`` (``[B, 1, 1, L]``, set before
+    each forward) as the additive mask. Only the training copy of the transformer carries it; the saved model
+    and every sampler use the stock processor over the full 512 rows.
+    """
+
+    def __init__(self) -> None:
+        from diffusers.models.transformers.transformer_wan import WanAttnProcessor
+
+        self.inner = WanAttnProcessor()
+        self.bias: Any = None
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, rotary_emb=None):
+        return self.inner(attn, hidden_states, encoder_hidden_states, self.bias, rotary_emb)
+
+
+def use_pad_bias(transformer) -> PadBiasCrossAttn:
+    """Install one shared ``PadBiasCrossAttn`` on every block's cross-attention; returns it (set ``.bias``)."""
+    proc = PadBiasCrossAttn()
+    for block in transformer.blocks:
+        block.attn2.set_processor(proc)
+    return proc
 
 
 def _sigmas(u, shift: float):
     return shift * u / (1 + (shift - 1) * u)
 
 
-def train_dit(cfg: TrainConfig, data: dict[str, Any], root: Path, progress: bool = True):
+def _ema_update(ema, model, decay: float) -> None:
+    import torch
+
+    with torch.no_grad():
+        for pe, pm in zip(ema.parameters(), model.parameters()):
+            pe.lerp_(pm.detach(), 1.0 - decay)
+
+
+def _eval_pipeline(cfg: TrainConfig, tok, te, tr, vae_state: dict, data: dict[str, Any]):
+    from generation.toyworld.model import assemble_pipeline, build_vae
+
+    vae = build_vae(cfg.model, data["mean"].tolist(), data["std"].tolist())
+    vae.load_state_dict(vae_state)
+    return assemble_pipeline(tok, te, vae, tr, cfg.model)
+
+
+def evaluate_checkpoint(cfg: TrainConfig, pipe, step: int) -> dict[str, Any]:
+    """Gate figures of the current (EMA) model: single-subject presence and the noise-and-denoise probe."""
+    from generation.toyworld.gates import denoise_probe, single_presence
+
+    sp = single_presence(
+        pipe,
+        seeds=tuple(cfg.eval_seeds),
+        steps=cfg.eval_steps,
+        frames=cfg.frames,
+        height=cfg.size,
+        width=cfg.size,
+    )
+    dp = denoise_probe(pipe, level=0.3)
+    return {
+        "step": step,
+        "single_presence": sp["presence"],
+        "single_colour": sp["presence_colour"],
+        "single_frame0": sp["presence_frame0"],
+        "denoise_0.3": dp["presence"],
+        "denoise_vae_only": dp["presence_vae_only"],
+    }
+
+
+def train_dit(cfg: TrainConfig, data: dict[str, Any], vae_state: dict, root: Path, progress: bool = True):
+    """Transformer + text encoder with flow matching; EMA weights are what ships (and what is evaluated)."""
+    import copy
+
     import torch
     from tqdm.auto import tqdm
 
-    from generation.toyworld.model import build_text_encoder, build_transformer
+    from generation.toyworld.model import build_text_encoder, build_transformer, save_pipeline
     from generation.toyworld.tokenizer import build_word_tokenizer
 
-    path = root / "dit.pt"
+    path = root / "dit.safetensors"
     tok = build_word_tokenizer()
     torch.manual_seed(cfg.seed + 1)
     te = build_text_encoder(cfg.model, len(tok)).train()
     tr = build_transformer(cfg.model).train()
+    ema_te, ema_tr = copy.deepcopy(te).eval(), copy.deepcopy(tr).eval()
+    pad_bias = use_pad_bias(tr)
     params = list(tr.parameters()) + list(te.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.dit_lr, weight_decay=0.01)
-    step, losses = 0, []
+    step, losses, evals = 0, [], []
     if path.is_file():
         st = _load(path)
         _check_identity(st, cfg, "dit", path)
         tr.load_state_dict(st["transformer"])
         te.load_state_dict(st["text_encoder"])
+        ema_tr.load_state_dict(st["ema_transformer"])
+        ema_te.load_state_dict(st["ema_text_encoder"])
         opt.load_state_dict(st["opt"])
-        step, losses = st["step"], st["losses"]
+        step, losses, evals = st["step"], st["losses"], st["evals"]
+        if step > cfg.dit_steps:
+            raise TrainStateError(f"checkpoint {path} is at step {step}, beyond dit_steps={cfg.dit_steps}")
     z = data["latents"][0]
     mean = data["mean"].view(1, -1, 1, 1, 1)
     std = data["std"].view(1, -1, 1, 1, 1)
@@ -392,12 +580,14 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], root: Path, progress: bool
         texts = ["" if d else caps[int(i)] for i, d in zip(idx, drop)]
         x0 = x_all[idx]
         noise = torch.randn(x0.shape, generator=g)
-        sigma = _sigmas(torch.rand(cfg.dit_batch, generator=g), cfg.model.flow_shift).view(-1, 1, 1, 1, 1)
+        sigma = _sigmas(torch.rand(cfg.dit_batch, generator=g), cfg.dit_sigma_shift).view(-1, 1, 1, 1, 1)
         xt = (1 - sigma) * x0 + sigma * noise
-        lr = cfg.dit_lr * min(1.0, (step + 1) / 50) * (0.5 * (1 + np.cos(np.pi * step / cfg.dit_steps)))
+        # constant after warm-up (the EMA averages): a longer run continues a shorter one exactly
+        lr = cfg.dit_lr * min(1.0, (step + 1) / 50)
         for gr in opt.param_groups:
             gr["lr"] = lr
-        emb = encode_prompts(tok, te, texts)
+        emb, bias = encode_prompts_compact(tok, te, texts)
+        pad_bias.bias = bias[:, None, None, :]
         pred = tr(
             hidden_states=xt, timestep=sigma.flatten() * 1000.0, encoder_hidden_states=emb, return_dict=False
         )[0]
@@ -406,48 +596,86 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], root: Path, progress: bool
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        decay = min(cfg.ema, (1 + step) / (10 + step))
+        _ema_update(ema_tr, tr, decay)
+        _ema_update(ema_te, te, decay)
         step += 1
         losses.append(loss.item())
         bar.update(1)
         bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
+        if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.dit_steps):
+            pipe = _eval_pipeline(cfg, tok, ema_te, ema_tr, vae_state, data)
+            save_pipeline(pipe, root / "pipeline_latest", {"step": step})
+            ev = evaluate_checkpoint(cfg, pipe, step)
+            ev["loss"] = float(np.mean(losses[-50:]))
+            evals.append(ev)
+            bar.write(json.dumps(ev))
         if step % cfg.ckpt_every == 0 or step == cfg.dit_steps:
             _save(
                 {
                     "transformer": tr.state_dict(),
                     "text_encoder": te.state_dict(),
+                    "ema_transformer": ema_tr.state_dict(),
+                    "ema_text_encoder": ema_te.state_dict(),
                     "opt": opt.state_dict(),
                     "step": step,
                     "losses": losses,
+                    "evals": evals,
                     "identity": stage_identity(cfg, "dit"),
                 },
                 path,
             )
             _maybe_kill(cfg, "dit", step)
     bar.close()
-    return tok, te.eval(), tr.eval(), losses
+    return tok, ema_te.eval(), ema_tr.eval(), losses, evals
 
 
 # ---- driver -----------------------------------------------------------------------------------------------
+def check_config(cfg: TrainConfig) -> None:
+    """One-line errors for settings that cannot work, before anything is built."""
+    m = cfg.model
+    if cfg.frames < 1 or (cfg.frames - 1) % m.vae_scale_temporal:
+        raise UserError(f"frames={cfg.frames} must be {m.vae_scale_temporal}k+1 (e.g. 5, 9)")
+    if len(m.vae_temporal_downsample) != len(m.vae_dim_mult) - 1:
+        raise UserError(
+            f"model.vae_temporal_downsample has {len(m.vae_temporal_downsample)} entries; it needs one per VAE "
+            f"downsampling (len(model.vae_dim_mult) - 1 = {len(m.vae_dim_mult) - 1})"
+        )
+    grid = m.vae_scale_spatial * int(m.patch[1])
+    if cfg.size % grid:
+        raise UserError(
+            f"size={cfg.size} must be a multiple of {grid} (VAE {m.vae_scale_spatial}x x patch {m.patch[1]})"
+        )
+    unknown = sorted(set(cfg.stages or ()) - set(STAGES))
+    if unknown:
+        raise UserError(f"stages: unknown {unknown}; known: {list(STAGES)}")
+
+
 def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
-    """Run (or resume) every stage and save the pipeline folder at ``out``; returns it."""
+    """Run (or resume) the stages and save the pipeline folder at ``out`` (only when every stage ran); returns it."""
     import torch
 
     from generation.toyworld.model import assemble_pipeline, build_vae, save_pipeline
 
-    if cfg.frames < 1 or (cfg.frames - 1) % 4:
-        raise UserError(f"frames={cfg.frames} must be 4k+1 (e.g. 5, 9, 17)")
-    if cfg.size % 16:
-        raise UserError(f"size={cfg.size} must be a multiple of 16 (VAE 8 x patch 2)")
-    if not 16 <= cfg.vae_crop <= cfg.size or cfg.vae_crop % 8:
-        raise UserError(f"vae_crop={cfg.vae_crop} must be a multiple of 8 between 16 and size={cfg.size}")
+    check_config(cfg)
     torch.set_num_threads(max(1, int(cfg.threads)))
     root = _ckpt_root(cfg)
     root.mkdir(parents=True, exist_ok=True)
+    run = set(cfg.stages or STAGES)
     ident = _identity(cfg)
     t0 = time.perf_counter()
     vae, vae_losses = train_vae(cfg, root, progress)
+    dec_losses: list[float] = []
+    if "vaedec" in run and "dit" not in run:  # a side process refining the decoder beside the transformer
+        vae, dec_losses = train_vae_decoder(cfg, vae, root, progress)
+    if "latents" not in run and "dit" not in run:
+        return root
     data = build_latents(cfg, vae, root, progress)
-    tok, te, tr, dit_losses = train_dit(cfg, data, root, progress)
+    if "dit" not in run:
+        return root
+    tok, te, tr, dit_losses, evals = train_dit(cfg, data, vae.state_dict(), root, progress)
+    if "vaedec" in run and cfg.vae_dec_steps > 0:
+        vae, dec_losses = train_vae_decoder(cfg, vae, root, progress)
     final = build_vae(cfg.model, data["mean"].tolist(), data["std"].tolist())
     final.load_state_dict(vae.state_dict())
     pipe = assemble_pipeline(tok, te, final, tr, cfg.model)
@@ -455,50 +683,21 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
         "what": "toy-world Wan (coloured shapes), trained by vidlab train-gen-toyworld",
         "config": ident,
         "text_encoder": "UMT5, trained jointly with the transformer from scratch",
+        "weights": "exponential moving average of the transformer and text encoder",
         "vae_loss_last20": float(np.mean(vae_losses[-20:])),
+        "vae_decoder_loss_last20": float(np.mean(dec_losses[-20:])) if dec_losses else None,
         "dit_loss_last50": float(np.mean(dit_losses[-50:])),
+        "dit_losses": [round(float(v), 5) for v in dit_losses],
+        "evals": evals,
         "seconds_this_run": round(time.perf_counter() - t0, 1),
         "generate": {"height": cfg.size, "width": cfg.size, "frames": cfg.frames},
     }
     return save_pipeline(pipe, out, meta)
 
 
-def _parser() -> argparse.ArgumentParser:
-    from vidlab.config import add_config_args
-
-    p = argparse.ArgumentParser(
-        prog="vidlab train-gen-toyworld",
-        description="Train the coloured-shapes Wan (AutoencoderKLWan, then WanTransformer3DModel + UMT5 with flow "
-        "matching) on CPU and save it as a diffusers pipeline folder. Resumes after a kill from checkpoints in "
-        "ckpt_dir (default: the vidlab cache, one folder per config).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="""examples:
-  # reproduce the shipped weights (fixed seed; about 25 min on 2 free cores)
-  vidlab train-gen-toyworld --out generation/toyworld/weights
-  # a quicker, smaller run
-  vidlab train-gen-toyworld --out outputs/toy vae_steps=100 dit_steps=300 clips=500
-  # then generate with it
-  vidlab generate "a red circle to the left of a blue square" --preset gen-toyworld model=outputs/toy --out outputs/g
-
-keys: seed size frames threads vae_steps vae_batch vae_crop vae_frames vae_lr clips mix.single mix.motion
-mix.relation mix.count dit_steps dit_batch dit_lr caption_dropout ckpt_every ckpt_dir model.* (z_dim, layers, ...)""",
-    )
-    p.add_argument("--out", required=True, help="pipeline folder to write (replaced atomically at the end)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add_config_args(p)
-    return p
-
-
 def train_main(argv: list[str] | None = None) -> int:
-    """Entry point of ``vidlab train-gen-toyworld``."""
-    from vidlab.config import config_from_args
+    """Where the entry point used to live (metadata installed before the move still names it): the real one is
+    ``generation.toyworld.cli.train_main``."""
+    from generation.toyworld.cli import train_main as main
 
-    args = _parser().parse_args(argv)
-    cfg = config_from_args(TrainConfig, args)
-    out = train(cfg, args.out, progress=not args.no_progress)
-    print(f"wrote the toy-world Wan pipeline to {out}/ (checkpoints in {_ckpt_root(cfg)})")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(train_main())
+    return main(argv)

@@ -49,10 +49,15 @@ SUPERSAMPLE = 4
 
 @dataclass(frozen=True)
 class WorldConfig:
-    """Clip geometry: ``size`` x ``size`` px, ``frames`` (4k+1), shape radius and motion travel as fractions."""
+    """Clip geometry: ``size`` x ``size`` px, ``frames`` (4k+1), shape radius and motion travel as fractions.
+
+    5 frames (2 latent frames with Wan's 4x temporal VAE; 9 frames gave a third latent frame whose causal chunk the
+    VAE never trained on). Larger shapes (radius 0.13-0.17) were tried: the anti-aliased rim of a large cyan
+    triangle then reads as a green component, so the radius stays at 0.12-0.15 of the side (8-10 px at 64 px).
+    """
 
     size: int = 64
-    frames: int = 9
+    frames: int = 5
     radius: tuple[float, float] = (0.12, 0.15)  # shape "radius" as a fraction of the side
     travel: float = 0.4  # how far a moving shape goes over the clip (fraction of the side)
     gap: float = 0.06  # minimum free space between two shapes (fraction of the side)

@@ -16,16 +16,17 @@ pytest.importorskip("diffusers")
 TINY = [
     "size=32",
     "frames=5",
-    "vae_crop=16",
     "vae_steps=2",
     "vae_batch=1",
     "clips=4",
+    "vae_dec_steps=2",
     "dit_steps=3",
     "dit_batch=2",
+    "eval_every=0",
     "ckpt_every=1",
     "model.z_dim=4",
     "model.vae_base_dim=4",
-    "model.vae_dim_mult=[1,1,1,1]",
+    "model.vae_dim_mult=[1,1,1]",
     "model.text_dim=16",
     "model.text_heads=2",
     "model.heads=2",
@@ -72,6 +73,7 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
     assert len(changed) > len(init) // 2, f"only {len(changed)}/{len(init)} transformer tensors changed"
     vae_cfg = json.loads((out / "vae" / "config.json").read_text())
     assert len(vae_cfg["latents_mean"]) == 4 and all(s > 0 for s in vae_cfg["latents_std"])
+    assert vae_cfg["scale_factor_spatial"] == 4 and vae_cfg["scale_factor_temporal"] == 4
 
     prompt = "a red circle to the left of a blue square"
     tok = AutoTokenizer.from_pretrained(out / "tokenizer")
@@ -89,7 +91,7 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
 @pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
     def run(out: Path, ckpt: Path, *extra: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "generation.toyworld.train", "--out", str(out), "--no-progress"]
+        cmd = [sys.executable, "-m", "generation.toyworld.cli", "--out", str(out), "--no-progress"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         return subprocess.run(
             [*cmd, *TINY, f"ckpt_dir={ckpt}", *extra],
@@ -103,7 +105,9 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
     killed = run(tmp_path / "a", tmp_path / "ca", "kill_after=dit:2")
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert not (tmp_path / "a").exists()
-    assert torch.load(tmp_path / "ca" / "dit.pt", weights_only=False)["step"] == 2
+    from vidlab.io import load_checkpoint
+
+    assert load_checkpoint(tmp_path / "ca" / "dit.safetensors")["step"] == 2
     resumed = run(tmp_path / "a", tmp_path / "ca")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     straight = run(tmp_path / "b", tmp_path / "cb")
@@ -114,6 +118,21 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
     ):
         a, b = _safetensors(tmp_path / "a" / part), _safetensors(tmp_path / "b" / part)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), part
+    assert (tmp_path / "a-training.png").stat().st_size > 0
+    # a longer run continues a shorter one exactly (constant learning rate): 3 steps, then 2 more == 5 steps
+    longer = run(tmp_path / "d", tmp_path / "ca", "dit_steps=5")
+    assert longer.returncode == 0, longer.stderr[-2000:]
+    five = run(tmp_path / "e", tmp_path / "ce", "dit_steps=5")
+    assert five.returncode == 0, five.stderr[-2000:]
+    part = "transformer/diffusion_pytorch_model.safetensors"
+    a, b = _safetensors(tmp_path / "d" / part), _safetensors(tmp_path / "e" / part)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    c = _safetensors(tmp_path / "a" / part)
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # and the extra steps did change the weights
     # a checkpoint folder of another config is refused with the setting that differs
     other = run(tmp_path / "c", tmp_path / "ca", "dit_lr=0.01")
     assert other.returncode != 0 and "dit_lr" in other.stderr
+    # a checkpoint written by torch.save (pickle) is refused, never unpickled
+    torch.save({"step": 1}, tmp_path / "cb" / "vae.safetensors")
+    pickled = run(tmp_path / "f", tmp_path / "cb")
+    assert pickled.returncode == 2 and "not a safetensors checkpoint" in pickled.stderr

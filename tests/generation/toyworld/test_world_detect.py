@@ -24,7 +24,7 @@ def test_same_seed_same_pixels_other_seed_other_scene():
     a = render(sample_scene("relation", np.random.default_rng(3)))
     b = render(sample_scene("relation", np.random.default_rng(3)))
     c = render(sample_scene("relation", np.random.default_rng(4)))
-    assert a.shape == (9, 64, 64, 3) and a.dtype == np.uint8
+    assert a.shape == (5, 64, 64, 3) and a.dtype == np.uint8
     assert np.array_equal(a, b)
     assert not np.array_equal(a, c)
 
@@ -66,7 +66,7 @@ def test_detector_is_at_least_99_percent_right_on_clean_renders():
     for i in range(48):
         scene = sample_scene(KINDS[i % len(KINDS)], rng)
         frames, gt = render(scene), scene_boxes(scene)
-        for f in (0, 4, 8):
+        for f in (0, 2, 4):
             total += 1
             ok += _frame_correct(frames[f], scene, f, gt)
     assert ok / total >= 0.99, f"detector right on {ok}/{total} clean frames"
