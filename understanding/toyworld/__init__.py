@@ -1,7 +1,7 @@
 """VideoBrain's RL shown end to end on a CPU: a long-video toy world, a trained toy CLIP, SFT then GRPO.
 
 Modules: ``world`` (seeded videos as mp4 + multiple-choice questions), ``clip_train`` (contrastive toy CLIP in
-open_clip's own classes), ``policy`` (the small recurrent policy that plays the real protocol), ``rl`` (rollouts
+open_clip's own classes), ``policy`` (a frame reader + action head over the toy CLIP that plays the real protocol), ``rl`` (rollouts
 through the real ``Episode``/``compute_score``, SFT, GRPO), ``train`` (the resumable pipeline behind
 ``vidlab train-agent --engine toy``). Shipped weights: ``weights/`` (``load_policy("toy:shipped")``).
 """

@@ -1,4 +1,4 @@
-"""The toy policy: a small recurrent network over CLIP embeddings that plays VideoBrain's real protocol.
+"""The toy policy: a frame reader and an action head over CLIP embeddings that play VideoBrain's real protocol.
 
 What it reads: only the conversation (``list[Message]``) the ``Episode`` gives it -- the system turn (which tools
 are offered), the user turn (question, ``A. text`` options, ``Total frames``), each frame's pixels after its
