@@ -186,6 +186,9 @@ def test_run_method_on_the_shipped_model_and_a_resume_never_touches_it(tmp_path)
         None, "lam", items, [0, 1], s, progress=False, cache=RecordCache(tmp_path / "c.json"), fingerprint=fp
     )
     assert again == recs  # from the cache: the pipeline (None here) was never called
+    base = run_method(pipe, "baseline", single_items(["a red circle"]), [0], s, progress=False)
+    left, right = sorted(base, key=lambda r: r["side"])  # Comp-Attn off: one video serves both box sides
+    assert left["cx"] == right["cx"] and left["toward"] == -right["toward"]
     from generation.comp_attn import CompAttnError
 
     with pytest.raises(
