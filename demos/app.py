@@ -2,13 +2,20 @@
 
 Start it with ``vidlab demo`` or ``python demos/app.py`` (both take ``--preset``, ``--host``, ``--port`` and
 ``key=value`` overrides). ``build_demo(config)`` returns the ``gr.Blocks`` the tests drive. It listens on
-127.0.0.1 unless ``--host`` says otherwise, serves only files it wrote or the user uploaded, caps uploads,
-resolution, frames, steps and video length by config, and runs one request at a time per loaded model.
+127.0.0.1 unless ``--host`` (or ``$GRADIO_SERVER_NAME``, as for any Gradio app) says otherwise, serves only
+files it wrote or the user uploaded, caps uploads, resolution, frames, steps and video length by config, and
+runs one request at a time per loaded model.
+
+Hugging Face Spaces (``sdk: gradio``): this file is the Space's entry point; set ``app_file: demos/app.py`` in
+the Space's README header. The Space runs ``python demos/app.py`` and sets ``GRADIO_SERVER_NAME=0.0.0.0`` and
+``GRADIO_SERVER_PORT``, which are honoured; ``$VIDLAB_DEMO_PRESET`` picks the preset where no flag can be
+passed. ``gradio demos/app.py`` (reload mode) finds the module-level ``demo``, built on first access.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +24,7 @@ if __package__ in (None, ""):  # `python demos/app.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from demos.config import DemoConfig  # noqa: E402
+from vidlab.errors import UserError  # noqa: E402
 
 TITLE = "vidlab: Comp-Attn generation and VideoBrain long-video QA"
 
@@ -44,12 +52,36 @@ def build_demo(config: DemoConfig | None = None) -> Any:
     return demo
 
 
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 7860
+
+
+class DemoAddressError(UserError):
+    """$GRADIO_SERVER_PORT is not a port number."""
+
+
+def server_address(config: DemoConfig, environ: Any = None) -> tuple[str, int]:
+    """Where to listen: ``config.host``/``config.port`` when set (flags, overrides, preset), else Gradio's own
+    variables ``GRADIO_SERVER_NAME``/``GRADIO_SERVER_PORT`` (as every Gradio app reads them), else
+    127.0.0.1:7860. Port 0 means any free port."""
+    env = os.environ if environ is None else environ
+    host = config.host or env.get("GRADIO_SERVER_NAME", "").strip() or DEFAULT_HOST
+    if config.port is not None:
+        return host, int(config.port)
+    raw = env.get("GRADIO_SERVER_PORT", "").strip()
+    if not raw:
+        return host, DEFAULT_PORT
+    if not raw.isdigit() or not 0 <= int(raw) <= 65535:
+        raise DemoAddressError(f"GRADIO_SERVER_PORT={raw!r} is not a port number (0..65535)")
+    return host, int(raw)
+
+
 def launch(demo: Any, config: DemoConfig, **kw: Any) -> Any:
-    """Serve ``demo`` on ``config.host:config.port`` with the safety settings (file access, upload size)."""
+    """Serve ``demo`` on :func:`server_address` with the safety settings (file access, upload size)."""
     work = demo.vidlab["work"]
+    host, port = server_address(config)
     return demo.launch(
-        server_name=config.host,
-        server_port=config.port or None,
+        server_name=host,
+        server_port=port or None,
         allowed_paths=[str(work.root)],
         max_file_size=int(config.qa.max_upload_mb * 1_000_000),
         show_error=True,
@@ -64,22 +96,39 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve the Gradio demo: Comp-Attn generation with boxes you can draw, and long-video QA "
         "with the agent's trajectory on view.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="""examples:
-  vidlab demo                                   # tiny models, http://127.0.0.1:7860
-  vidlab demo --preset demo-toyworld            # the trained toy-world models (when shipped)
+        epilog=f"""examples:
+  vidlab demo                                   # the models trained on the toy worlds, http://127.0.0.1:7860
+  vidlab demo --preset tiny                     # random tiny Wan + scripted pixel reader (seconds per request)
   vidlab demo generation.preset=wan2.1-t2v-1.3b qa.policy=openai:http://127.0.0.1:8000/v1@qwen
+  vidlab demo --port 8080 generation.max_steps=20
   vidlab demo --host 0.0.0.0 --port 8080        # reachable from other machines: only if you mean it
+
+presets (--preset NAME, configs/demo/): {", ".join(demo_presets()) or "-"}
 
 key=value overrides address DemoConfig: host, port, queue_size, work_dir, generation.* (preset, overrides,
 planner, max_steps, max_frames, max_side, ...) and qa.* (policy, clip_model, max_calls, max_upload_mb,
-max_video_seconds, ...).""",
+max_video_seconds, ...). Without --host/--port, $GRADIO_SERVER_NAME and $GRADIO_SERVER_PORT are honoured
+as in any Gradio app; the default stays 127.0.0.1:7860.""",
     )
     from vidlab.config import add_config_args
 
-    add_config_args(p)
-    p.add_argument("--host", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, help="port (default 7860; 0 = any free port)")
+    add_config_args(p, example="generation.max_steps=20 qa.max_calls=3")
+    p.add_argument(
+        "--host",
+        help="address to listen on (default $GRADIO_SERVER_NAME, else 127.0.0.1: this machine only)",
+    )
+    p.add_argument(
+        "--port", type=int, help="port (default $GRADIO_SERVER_PORT, else 7860; 0 = any free port)"
+    )
     return p
+
+
+def demo_presets() -> list[str]:
+    """The preset names ``--preset`` finds for the demo (configs/demo/*.yaml)."""
+    from vidlab.config import config_dir
+
+    folder = config_dir() / DemoConfig.PRESET_DIR
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,11 +136,26 @@ def main(argv: list[str] | None = None) -> int:
     from vidlab.config import config_from_args
 
     args = _parser().parse_args(argv)
+    if not getattr(args, "preset", None) and os.environ.get("VIDLAB_DEMO_PRESET"):
+        args.preset = os.environ["VIDLAB_DEMO_PRESET"]  # a Space cannot pass flags
     cfg = config_from_args(DemoConfig, args, {"host": args.host, "port": args.port})
+    host, port = server_address(cfg)  # a bad $GRADIO_SERVER_PORT fails here, before any model loads
     demo = build_demo(cfg)
-    print(f"vidlab demo on http://{cfg.host}:{cfg.port or '<any free port>'} (Ctrl+C stops it)")
+    print(f"vidlab demo on http://{host}:{port or '<any free port>'} (Ctrl+C stops it)", flush=True)
     launch(demo, cfg)
     return 0
+
+
+def __getattr__(name: str) -> Any:
+    """``demo``: the app of the default (or $VIDLAB_DEMO_PRESET) config, built on first access, for
+    ``gradio demos/app.py`` and Spaces tooling that look for a module-level ``demo``."""
+    if name == "demo":
+        from vidlab.config import resolve
+
+        built = build_demo(resolve(DemoConfig, os.environ.get("VIDLAB_DEMO_PRESET") or None, []))
+        globals()["demo"] = built
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -8,16 +8,18 @@ from the tiny random pipeline to a trained one (or to real Wan weights) is a pre
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
+
+# The largest seed the page takes: a browser's number holds integers exactly only up to 2**53 - 1, so a larger
+# seed typed on the page would silently become another one (and torch's generator stops at 2**64 - 1).
+MAX_SEED = 2**53 - 1
 
 
 @dataclass
 class DemoGenerationConfig:
     """The generation tab: model preset, defaults shown in the UI, and hard caps."""
 
-    preset: str = (
-        "gen-toyworld"  # a `vidlab generate` preset name or path (gen-toyworld, tiny, wan2.1-t2v-1.3b, ...)
-    )
+    preset: str = "toyworld"  # a `vidlab generate` preset name or path (toyworld, tiny, wan2.1-t2v-1.3b, ...)
     prompt: str = "a red circle to the left of a blue square"  # the prompt the page opens with
     overrides: list[str] = field(default_factory=list)  # key=value applied to that preset
     planner: str = "rule"  # rule | llm: fills in subjects and boxes from the prompt
@@ -55,8 +57,12 @@ class DemoQAConfig:
 class DemoConfig:
     """Server, work area and the two tabs."""
 
-    host: str = "127.0.0.1"  # loopback unless the user asks for more with --host
-    port: int = field(default=7860, metadata={"range": (0, 65535)})  # 0 = any free port
+    PRESET_DIR: ClassVar[str] = "demo"  # `--preset tiny` finds configs/demo/tiny.yaml
+
+    # None: $GRADIO_SERVER_NAME / $GRADIO_SERVER_PORT as every Gradio app honours them (Spaces sets both),
+    # else 127.0.0.1:7860. --host/--port (or host=/port=) win over the environment.
+    host: str | None = None
+    port: int | None = field(default=None, metadata={"range": (0, 65535)})  # 0 = any free port
     queue_size: int = field(
         default=16, metadata={"range": (1, 10_000)}
     )  # waiting requests beyond this are refused

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from demos.config import DemoGenerationConfig
+from demos.config import MAX_SEED, DemoGenerationConfig
 from demos.work import WorkArea
 from vidlab.errors import UserError
 
@@ -60,7 +60,7 @@ def rows_to_layout(prompt: str, rows: Any, relations: list[dict[str, Any]] | Non
 
     rows = _as_rows(rows)
     order: list[tuple[str, int | None]] = []
-    keyframes: dict[tuple[str, int | None], list[tuple[float, list[float]]]] = {}
+    keyframes: dict[tuple[str, int | None], list[tuple[float, tuple[float, float, float, float]]]] = {}
     for r, row in enumerate(rows or []):
         cells = list(row)
         if not any(str(c).strip() for c in cells if c is not None):
@@ -80,13 +80,15 @@ def rows_to_layout(prompt: str, rows: Any, relations: list[dict[str, Any]] | Non
         if key not in keyframes:
             order.append(key)
             keyframes[key] = []
-        keyframes[key].append((t, box))
+        keyframes[key].append((t, (box[0], box[1], box[2], box[3])))
     subjects = [
         SubjectLayout(phrase, sorted(keyframes[(phrase, ci)], key=lambda k: k[0]), count_index=ci)
         for phrase, ci in order
     ]
-    keep = relations if relations and all(_rel_fits(r, len(subjects)) for r in relations) else []
-    return Layout(prompt=prompt, subjects=subjects, relations=keep, planner="demo")
+    keep: Any = relations if relations and all(_rel_fits(r, len(subjects)) for r in relations) else []
+    return Layout(
+        prompt=prompt, subjects=subjects, relations=keep, planner="demo"
+    )  # dicts: Layout checks them
 
 
 def _rel_fits(rel: dict[str, Any], n: int) -> bool:
@@ -162,6 +164,59 @@ def keyframe_times(rows: Any) -> list[str]:
     return [f"{t:g}" for t in sorted(times)] or ["0"]
 
 
+def check_seed(value: Any) -> int:
+    """The seed as an int in 0..MAX_SEED (empty = 0); anything else is a DemoInputError saying the range."""
+    if value is None or value == "":
+        return 0
+    try:
+        seed = int(value)
+        whole = float(value) == seed
+    except (TypeError, ValueError, OverflowError):
+        raise DemoInputError(f"seed {value!r} is not a whole number; use 0..{MAX_SEED}") from None
+    if not whole or not 0 <= seed <= MAX_SEED:
+        raise DemoInputError(
+            f"seed {value!r} is outside 0..{MAX_SEED} (2**53 - 1: the largest whole number a browser keeps exact)"
+        )
+    return seed
+
+
+def label_halves(left: np.ndarray, right: np.ndarray, labels: tuple[str, str]) -> np.ndarray:
+    """``[N, H, 2W + gap, 3]``: the two videos side by side, each under a band that names it, drawn on the
+    video itself. Small videos are scaled up (nearest) first so the labels are legible."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    n, h, w, _ = left.shape
+    scale = max(1, -(-160 // w))  # each half at least 160 px wide
+    if scale > 1:
+        left = left.repeat(scale, axis=1).repeat(scale, axis=2)
+        right = right.repeat(scale, axis=1).repeat(scale, axis=2)
+        h, w = h * scale, w * scale
+    gap = 4
+    band = 22
+    header = Image.new("RGB", (2 * w + gap, band), (0, 0, 0))
+    draw = ImageDraw.Draw(header)
+    try:
+        font: Any = ImageFont.load_default(size=14)
+    except TypeError:  # Pillow < 10.1
+        font = ImageFont.load_default()
+    for k, text in enumerate(labels):
+        x0 = k * (w + gap)
+        tw = draw.textlength(text, font=font)
+        draw.text((x0 + max(2, (w - tw) / 2), 3), text, fill=(255, 255, 255), font=font)
+    head = np.broadcast_to(np.asarray(header), (n, band, 2 * w + gap, 3))
+    sep = np.full((n, h, gap, 3), 255, dtype=np.uint8)
+    body = np.concatenate([left, sep, right], axis=2)
+    both = np.concatenate([head, body], axis=1)
+    if both.shape[1] % 2:  # even sizes for yuv420p
+        both = np.concatenate([both, np.zeros_like(both[:, :1])], axis=1)
+    if both.shape[2] % 2:
+        both = np.concatenate([both, np.zeros_like(both[:, :, :1])], axis=2)
+    return np.ascontiguousarray(both)
+
+
+COMPARE_LABELS = ("without Comp-Attn", "with Comp-Attn")
+
+
 # ------------------------------------------------------------------------------------------------- service
 class GenerationService:
     """One loaded Wan pipeline (lazily), planning, and one-at-a-time generation with or without Comp-Attn."""
@@ -177,10 +232,30 @@ class GenerationService:
         )  # a bad preset fails at start
         self._pipe: Any = None
         self._lock = threading.Lock()
+        self._last: tuple[str, dict[str, Any]] | None = None  # the last Comp-Attn video, for side by side
 
     @property
     def model_name(self) -> str:
         return str(self.base.model)
+
+    @property
+    def random_weights(self) -> bool:
+        """True for the built-in tiny pipelines: random weights, so the video is noise by construction."""
+        from generation.pipeline import TINY_MODELS
+
+        return self.base.model in TINY_MODELS
+
+    def model_note(self) -> str:
+        """What the page says about the model (random weights are said plainly)."""
+        b = self.base
+        text = f"Model preset: `{self.config.preset}` ({self.model_name}, {b.width}x{b.height}, {b.frames} frames)"
+        if self.random_weights:
+            text += (
+                "\n\n**Random weights**: this model was never trained, so its videos are noise by construction. "
+                "It shows the machinery (layouts, SCI, LAM, attention maps), not what Comp-Attn does to a real "
+                "model; pick a trained preset (`generation.preset=toyworld` or a real Wan) for that."
+            )
+        return text
 
     def pipeline(self) -> Any:
         if self._pipe is None:
@@ -210,7 +285,7 @@ class GenerationService:
     def settings(self, **ui: Any) -> Any:
         """The request's GenerateConfig: the preset with the UI's values, checked against the caps."""
         cap = self.config
-        steps, seed = int(ui.get("steps") or self.base.steps), int(ui.get("seed") or 0)
+        steps, seed = int(ui.get("steps") or self.base.steps), check_seed(ui.get("seed"))
         if not 1 <= steps <= cap.max_steps:
             raise DemoInputError(f"steps={steps} is outside 1..{cap.max_steps} (generation.max_steps)")
         if self.base.frames > cap.max_frames:
@@ -286,7 +361,7 @@ class GenerationService:
             "seconds": round(seconds, 3),
         }
         atomic_write_json(out / "result.json", summary)
-        return {
+        result = {
             "video": str(video),
             "frames": frames,
             "layout_json": str(out / "layout.json"),
@@ -294,22 +369,39 @@ class GenerationService:
             "maps": maps,
             "summary": summary,
         }
+        if cfg.comp_attn.enabled:
+            with self._lock:
+                self._last = (self._request_key(prompt, layout, cfg), result)
+        return result
+
+    @staticmethod
+    def _request_key(prompt: str, layout: Any, cfg: Any) -> str:
+        """Everything that decides the video: prompt, layout, and the resolved settings (seed included)."""
+        import json
+
+        return json.dumps([prompt, layout.to_dict(), dataclasses.asdict(cfg)], sort_keys=True, default=str)
 
     def compare(self, prompt: str, layout: Any, **ui: Any) -> dict[str, Any]:
-        """The same request with and without Comp-Attn, same seed; a side-by-side video (plain | Comp-Attn)."""
+        """The same request without Comp-Attn, same seed, beside the Comp-Attn video: the one just generated
+        for this very request when there is one (not generated again), else both. Each half is labelled on
+        the video itself."""
         from vidlab.video import write_video
 
-        with_ca = self.generate(prompt, layout, **{**ui, "comp_attn": True})
+        self.check_prompt(prompt)
+        key = self._request_key(prompt, layout, self.settings(**{**ui, "comp_attn": True}))
+        with self._lock:
+            last = self._last
+        reused = last is not None and last[0] == key
+        with_ca = (
+            last[1]
+            if reused and last is not None
+            else self.generate(prompt, layout, **{**ui, "comp_attn": True})
+        )
         plain = self.generate(prompt, layout, **{**ui, "comp_attn": False})
-        a, b = plain["frames"], with_ca["frames"]
-        sep = np.full((a.shape[0], a.shape[1], 2, 3), 255, dtype=np.uint8)
-        both = np.concatenate([a, sep, b], axis=2)
-        if both.shape[2] % 2:  # keep the width even for yuv420p
-            both = np.concatenate([both, np.full_like(both[:, :, :1], 255)], axis=2)
+        both = label_halves(plain["frames"], with_ca["frames"], COMPARE_LABELS)
         out = self.work.new_dir("compare")
-        fps = self.base.fps
-        path = write_video(both, out / "side_by_side.mp4", fps=fps)
-        return {"video": str(path), "plain": plain, "comp_attn": with_ca}
+        path = write_video(both, out / "side_by_side.mp4", fps=self.base.fps)
+        return {"video": str(path), "plain": plain, "comp_attn": with_ca, "reused": reused}
 
 
 # ----------------------------------------------------------------------------------------------------- UI
@@ -368,16 +460,18 @@ def build_generation_tab(service: GenerationService) -> None:
                 step_fraction = gr.Slider(
                     0, 1, value=service.base.comp_attn.lam.step_fraction, step=0.05, label="LAM step fraction"
                 )
-            seed = gr.Number(value=service.base.seed, precision=0, label="Seed")
+            seed = gr.Number(value=service.base.seed, precision=0, minimum=0, maximum=MAX_SEED, label="Seed")
             steps = gr.Slider(1, service.config.max_steps, value=service.base.steps, step=1, label="Steps")
-            gr.Markdown(
-                f"Model preset: `{service.config.preset}` ({service.model_name}, {w}x{h}, {service.base.frames} frames)"
-            )
+            gr.Markdown(service.model_note(), elem_id="gen-model")
             gen_btn = gr.Button("Generate", variant="primary", elem_id="gen-run")
             cmp_btn = gr.Button("Side by side without Comp-Attn (same seed)", elem_id="gen-compare")
             video = gr.Video(label="Video", elem_id="gen-video", autoplay=True, loop=True)
-            maps = gr.Gallery(
-                label="Per-subject cross-attention (rows: steps; LAM-biased steps named)", columns=2
+            maps = gr.Gallery(  # contain: a cropped thumbnail would hide the first (LAM-biased) step rows
+                label="Per-subject cross-attention (rows: steps; LAM-biased steps named)",
+                columns=2,
+                object_fit="contain",
+                height="auto",
+                elem_id="gen-maps",
             )
             info = gr.JSON(label="What Comp-Attn did")
     relations = gr.State([])
@@ -442,7 +536,12 @@ def build_generation_tab(service: GenerationService) -> None:
 
     def on_compare(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
         r = _request(service.compare, p, rows, rels, sc, scs, la, sf, sd, st)
-        info = {"left": "without Comp-Attn", "right": "with Comp-Attn", **r["comp_attn"]["summary"]}
+        info = {
+            "left": COMPARE_LABELS[0],
+            "right": COMPARE_LABELS[1],
+            "reused_comp_attn_video": r["reused"],
+            **r["comp_attn"]["summary"],
+        }
         return r["video"], r["comp_attn"]["maps"], info, r["comp_attn"]["layout_json"]
 
     def on_upload(file):

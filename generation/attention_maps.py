@@ -121,7 +121,8 @@ class AttentionMapStore:
         return [float(np.mean([shares[s][g] for s in chosen])) for g in range(len(self.names))]
 
     def save_png(self, out_dir: str | Path, prefix: str = "attention") -> list[Path]:
-        """One PNG grid per subject: rows are steps, columns latent frames; the layout box is outlined."""
+        """One PNG grid per subject: rows are steps, columns latent frames; the layout mask's cells are
+        outlined (:func:`mask_outline`)."""
         import matplotlib
 
         matplotlib.use("Agg", force=False)
@@ -144,7 +145,10 @@ class AttentionMapStore:
                     ax = axes[r][f]
                     ax.imshow(m[f], cmap="magma", interpolation="nearest")
                     if self.masks is not None and self.masks[g, f].any():
-                        ax.contour(self.masks[g, f].astype(float), levels=[0.5], colors="cyan", linewidths=1)
+                        from matplotlib.collections import LineCollection
+
+                        edges = LineCollection(mask_outline(self.masks[g, f]), colors="cyan", linewidths=1)
+                        ax.add_collection(edges)  # the mask's own cells: a box reads as a rectangle
                     ax.set_xticks([])
                     ax.set_yticks([])
                     if r == 0:
@@ -160,3 +164,24 @@ class AttentionMapStore:
             plt.close(fig)
             paths.append(path)
         return paths
+
+
+def mask_outline(mask: np.ndarray) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """The boundary of a boolean (H', W') mask along its cells' edges, as segments in ``imshow`` coordinates
+    (cell (i, j) spans x in [j - 0.5, j + 0.5], y in [i - 0.5, i + 0.5]). A box mask gives exactly its
+    rectangle; a contour at level 0.5 would instead run through the cell centres and cut the corners."""
+    m = np.pad(np.asarray(mask, dtype=bool), 1)
+    segs: list[tuple[tuple[float, float], tuple[float, float]]] = []
+    rows, cols = np.nonzero(m[1:-1, 1:-1])
+    for i, j in zip(rows.tolist(), cols.tolist()):
+        pi, pj = i + 1, j + 1
+        x0, x1, y0, y1 = j - 0.5, j + 0.5, i - 0.5, i + 0.5
+        if not m[pi - 1, pj]:
+            segs.append(((x0, y0), (x1, y0)))
+        if not m[pi + 1, pj]:
+            segs.append(((x0, y1), (x1, y1)))
+        if not m[pi, pj - 1]:
+            segs.append(((x0, y0), (x0, y1)))
+        if not m[pi, pj + 1]:
+            segs.append(((x1, y0), (x1, y1)))
+    return segs
