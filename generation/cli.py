@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
 settings: --preset NAME|PATH (default {DEFAULT_PRESET}) <- key=value words (or --set key=value) <- the flags
 above. Keys are GenerateConfig fields (model, height, width, frames, steps, guidance, guidance_2, seed,
 fps, num_videos, negative_prompt, dtype, cpu_offload, attention_backend, flow_shift, planner, ...) and
-comp_attn.* (e.g. comp_attn.lam.alpha_max=1.5); lam.* and sci.* are shorthands for comp_attn.lam.* and
+comp_attn.* (such as comp_attn.lam.alpha_max=1.5); lam.* and sci.* are shorthands for comp_attn.lam.* and
 comp_attn.sci.*. Values are checked at once: steps=two or steps=0 or frames=10 is a one-line error.""",
     )
     p.add_argument("prompt", help="the text prompt")
