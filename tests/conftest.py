@@ -14,11 +14,49 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 _CACHE = tempfile.mkdtemp(prefix="vidlab-test-cache-")
 os.environ.pop("VIDLAB_CACHE", None)  # deprecated (frame index only); VIDLAB_CACHE_DIR is the one root
 os.environ["VIDLAB_CACHE_DIR"] = _CACHE
+# pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): every worker is a process of its own, with its own
+# cache root (above) and tmp_path folders; two workers share the two cores, so each uses one thread
+# (set before torch or BLAS are imported).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import pytest  # noqa: E402
 
+try:  # Hypothesis: no per-example deadline and no "input generation is slow" health check. Both measure
+    # the machine's load (two xdist workers, other jobs), not the property; every example still runs.
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "vidlab", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+    )
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "vidlab"))
+except ImportError:  # pragma: no cover - hypothesis is in the dev extra
+    pass
+
+# Tests that run one after another on the same xdist worker (a group each): every test that starts a local Ray
+# instance (two Ray heads at once on 2 cores only slow each other, and the cleanup test counts Ray's
+# processes), and every test that serves HTTP on a port it picked free or drives a browser (the other worker
+# could take the port between pick and bind).
+SERIAL_GROUPS = {
+    "ray": lambda item: "ray" in item.keywords,
+    "server": lambda item: (
+        item.path.name in {"test_demo_http.py", "test_demo_browser.py", "test_demo_honest.py"}
+    ),
+}
+
+
+def pytest_configure(config):
+    # registered here too, so that --strict-markers accepts it when pytest-xdist is not installed
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with its group")
+
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for group, member in SERIAL_GROUPS.items():
+            if member(item):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
     try:
         import torch
 

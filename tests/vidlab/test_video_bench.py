@@ -17,13 +17,19 @@ from vidlab.video.synth import render_synthetic  # noqa: E402
 from vidlab.video.testing import codes_of  # noqa: E402
 
 
-def test_time_side_by_side_alternates_and_respects_budget():
+def test_time_side_by_side_alternates_and_respects_budget(monkeypatch):
+    # a fake clock that only the contenders advance: the budget logic is tested, not the machine's load
+    import benchmarks._common as common
+
+    now = [0.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
     calls = []
-    res = time_side_by_side(
-        {"slow": lambda: (calls.append("slow"), time.sleep(0.03)), "fast": lambda: calls.append("fast")},
-        repeats=4,
-        budget_s=0.05,
-    )
+
+    def slow():
+        calls.append("slow")
+        now[0] += 0.03125  # exact in binary
+
+    res = time_side_by_side({"slow": slow, "fast": lambda: calls.append("fast")}, repeats=4, budget_s=0.05)
     assert calls[:2] == ["slow", "fast"]  # round robin
     assert res["slow"]["runs"] == 2 and res["fast"]["runs"] == 4  # slow stops once past its budget
     assert res["slow"]["best"] >= 0.03 > res["fast"]["best"]
