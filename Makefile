@@ -47,7 +47,7 @@ lint: venv
 	$(BIN)/mypy   # settings and the per-module debt list: [tool.mypy] in pyproject.toml
 
 test: lint
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 bench: venv
 	$(BIN)/vidlab bench --quick
