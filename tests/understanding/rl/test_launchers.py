@@ -47,9 +47,7 @@ def launch(needles, rl_root):
     from understanding.rl.cli import verl_main
 
     out = rl_root / "launchers"
-    rc = verl_main(
-        ["--preset", "train-agent/verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)]
-    )
+    rc = verl_main(["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)])
     assert rc == 0
     return out
 

@@ -20,7 +20,7 @@ def trl_run(tmp_path_factory):
     from understanding.rl.cli import trl_main
 
     out = tmp_path_factory.mktemp("trl-run")
-    rc = trl_main(["--preset", "rl/trl-tiny", f"out={out}", "max_steps=2"])
+    rc = trl_main(["--preset", "trl-tiny", f"out={out}", "max_steps=2"])
     assert rc == 0
     rows = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
     questions = {
@@ -91,12 +91,12 @@ def test_parameters_change_vision_tower_stays_frozen_and_checkpoint_reloads_thro
 def test_trl_user_errors_cost_one_line(capsys):
     from understanding.rl.cli import trl_main
 
-    assert trl_main(["--preset", "rl/trl-tiny", "num_generations=1"]) == 2
+    assert trl_main(["--preset", "trl-tiny", "num_generations=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "num_generations=1" in err[0]
-    assert trl_main(["--preset", "rl/trl-tiny", "behaviour=replay:/nope.json"]) == 2
+    assert trl_main(["--preset", "trl-tiny", "behaviour=replay:/nope.json"]) == 2
     assert "file not found" in capsys.readouterr().err
-    assert trl_main(["--preset", "rl/trl-tiny", "no_such_key=1"]) == 2
+    assert trl_main(["--preset", "trl-tiny", "no_such_key=1"]) == 2
 
 
 def test_verl_engine_writes_dataset_tool_config_and_launch(needles, tmp_path, capsys):
@@ -107,9 +107,7 @@ def test_verl_engine_writes_dataset_tool_config_and_launch(needles, tmp_path, ca
     from vidlab.config import resolve
 
     out = tmp_path / "vb"
-    assert (
-        verl_main(["--preset", "rl/verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)]) == 0
-    )
+    assert verl_main(["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     # two questions: one trains, one is held out for verl's validation set (never the training file)
     assert "train rows: 1" in printed and "val rows: 1" in printed and f"bash {out / 'launch.sh'}" in printed
@@ -120,6 +118,6 @@ def test_verl_engine_writes_dataset_tool_config_and_launch(needles, tmp_path, ca
     assert yaml.safe_load((out / "agent_loop.yaml").read_text())[0]["name"] == "videobrain_agent"
     # the shipped tool-config file is what the preset resolves to
     shipped = yaml.safe_load((Path(__file__).parents[3] / "configs/train-agent/verl-tools.yaml").read_text())
-    assert shipped == tool_config(resolve(VerlConfig, "rl/verl-qwen3-vl-8b"))
+    assert shipped == tool_config(resolve(VerlConfig, "verl-qwen3-vl-8b"))
     assert verl_main(["--out", str(tmp_path / "x")]) == 2
     assert "no training data" in capsys.readouterr().err
