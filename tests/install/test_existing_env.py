@@ -8,6 +8,7 @@ torch, torchvision or nvidia package, or a package of another area. Opt-in (``VI
 installs the extra from the package index (a few minutes per extra, faster with pip's cache), e.g.::
 
     VIDLAB_INSTALL_TEST=1 python -m pytest -q tests/install -k gen
+    VIDLAB_INSTALL_TEST=1 VIDLAB_INSTALL_TEST_PATHS=tests/generation/test_tiny.py python -m pytest -q tests/install -k gen
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def link_existing_env(base: Path) -> list[str]:
 def test_one_extra_keeps_torch_and_runs_its_area(extra, tmp_path):
     pytest.importorskip("torch")
     tests, foreign = AREAS[extra]
+    tests = os.environ.get("VIDLAB_INSTALL_TEST_PATHS", "").split() or tests  # a quicker subset, if given
     linked = link_existing_env(tmp_path / "existing")
     assert {"torch", "torchvision"} <= set(linked)
     venv = tmp_path / "venv"
