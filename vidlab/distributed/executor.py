@@ -2,17 +2,17 @@
 
 API for commands (stable; see :mod:`.job` for the rules)::
 
-    from vidlab.distributed import (run_job, open_job, make_identity, fingerprint_file, fingerprint_path,
-                                    fingerprint_inputs, require_fields, read_records,
+    from vidlab.distributed import (RunConfig, run_job, open_job, make_identity, fingerprint_file,
+                                    fingerprint_path, fingerprint_inputs, require_fields, read_job,
                                     JobIdentityError, JobLockedError, OutputDirError)
 
     ident = make_identity(cfg, fingerprint_inputs(data=args.data), command="eval-qa", policy=args.policy)
     # validate every input first; then take the folder (lock + identity check) before writing anything:
     with open_job(out, ident, overwrite=args.overwrite):        # JobLockedError / JobIdentityError / OutputDirError
         save_resolved(cfg, out)                                   # safe: the lock is held
-        summary = run_job(items, Worker, out, identity=ident,     # re-enters the same lock, same check
-                          check_result=require_fields(score=float, correct=bool))
-        recs = read_records(out, check_result=...)                # valid latest records only
+        summary = run_job(items, Worker, out, run=cfg.run,        # re-enters the same lock, same check
+                          identity=ident, check_result=require_fields(score=float, correct=bool))
+        records = read_job(out, check_result=...)                 # records.ok / records.failed, valid ones only
 
 * ``identity``: a JSON-able mapping (resolved config + input fingerprints). Same identity resumes; a
   different one raises ``JobIdentityError`` naming the differing keys (we refuse; ``overwrite=True``

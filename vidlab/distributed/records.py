@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,6 @@ __all__ = [
     "RecordProblem",
     "RecordWriter",
     "error_text",
-    "iter_ok",
     "read_job",
     "read_records",
     "require_fields",
@@ -146,7 +145,8 @@ def scan_records(
 def read_records(
     out_dir: str | os.PathLike, check_result: ResultCheck | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Latest valid record per id; torn, garbage and damaged lines are ignored (see :func:`scan_records`)."""
+    """Latest valid record per id, as stored; torn, garbage and damaged lines are ignored (see
+    :func:`scan_records`). Jobs read their outcome with :func:`read_job`, which splits these into ok and failed."""
     return scan_records(out_dir, check_result)[0]
 
 
@@ -193,13 +193,6 @@ class RecordWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def iter_ok(out_dir: str | os.PathLike, check_result: ResultCheck | None = None) -> Iterator[dict[str, Any]]:
-    """The valid ``ok`` records of a job folder (one per id)."""
-    for rec in read_records(out_dir, check_result).values():
-        if rec.get("status") == "ok":
-            yield rec
 
 
 @dataclass(frozen=True)
