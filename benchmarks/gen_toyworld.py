@@ -268,7 +268,7 @@ def _plot_sweep(sweep: dict, base: dict, chosen: dict, path: pathlib.Path) -> No
         ax.axvline(chosen[name], lw=0.8, color="k", ls="--")
         ax.set_xscale("log" if min(xs) > 0 and max(xs) / min(xs) >= 8 else "linear")
         ax.set_xlabel(name)
-        ax.set_ylim(-0.1, 1)
+        ax.set_ylim(-0.5, 1)
         ax.set_title(f"{name} (validation; dotted: baseline)", fontsize=8)
     axes[0][0].legend(fontsize=6)
     fig.tight_layout()
@@ -296,6 +296,81 @@ def write_preset(path: pathlib.Path, chosen: dict, base: pathlib.Path, note: str
         f"# {note}\n"
     )
     return atomic_write_text(path, header + yaml.safe_dump(cfg, sort_keys=False))
+
+
+# ---- running settings, in this process or in worker processes ----------------------------------------------
+_W: dict[str, Any] = {}
+
+
+def _worker_init(model: str | None, sampling: dict, fp: str) -> None:
+    import torch
+
+    from generation.toyworld.evaluate import SamplingConfig, load_toyworld_pipeline
+
+    torch.set_num_threads(1)
+    _W.update(pipe=load_toyworld_pipeline(model), sampling=SamplingConfig(**sampling), fp=fp)
+
+
+def _worker_run(method: str, items: list, seeds: list[int], ov: dict) -> list[dict]:
+    from generation.toyworld.evaluate import run_method
+
+    return run_method(
+        _W["pipe"], method, items, seeds, _W["sampling"], overrides=ov, progress=False, fingerprint=_W["fp"]
+    )
+
+
+class Runner:
+    """Runs (method, items, seeds, overrides) jobs through the record cache: here, or in ``workers`` processes
+    (each loads the pipeline once; jobs of one batch run in parallel, results come back in order)."""
+
+    def __init__(self, pipe, model, sampling, fp: str, cache, workers: int = 1, progress: bool = True):
+        self.pipe, self.sampling, self.fp, self.cache, self.progress = pipe, sampling, fp, cache, progress
+        self.pool = None
+        if workers > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(
+                workers,
+                mp_context=mp.get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(model, vars(sampling), fp),
+            )
+
+    def many(self, jobs: list[tuple[str, list, list[int], dict, str]]) -> list[list[dict]]:
+        from generation.toyworld.evaluate import run_method, split_cached, store
+
+        if self.pool is None:
+            return [
+                run_method(
+                    self.pipe,
+                    m,
+                    items,
+                    sds,
+                    self.sampling,
+                    overrides=ov,
+                    progress=self.progress,
+                    desc=desc,
+                    cache=self.cache,
+                    fingerprint=self.fp,
+                )
+                for m, items, sds, ov, desc in jobs
+            ]
+        pending = []
+        for m, items, sds, ov, _desc in jobs:
+            hits, todo, skey = split_cached(self.cache, m, items, sds, self.sampling, ov, self.fp)
+            fut = self.pool.submit(_worker_run, m, todo, list(sds), ov) if todo else None
+            pending.append((hits, fut, skey))
+        out = []
+        for hits, fut, skey in pending:
+            new = fut.result() if fut is not None else []
+            store(self.cache, skey, new)
+            out.append(hits + new)
+        return out
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
 
 
 # ---- the run -------------------------------------------------------------------------------------------
@@ -380,14 +455,20 @@ def main(argv: list[str] | None = None) -> int:
         help="stop starting new test chunks after this many minutes (the summary says how far it got)",
     )
     ap.add_argument(
-        "--core-only",
-        action="store_true",
-        help="test only baseline, sci, lam, both, placebo (not both_default / both_fused)",
+        "--extras",
+        default="both_default,both_fused",
+        help="test methods beyond baseline, sci, lam, both, placebo (comma list; '' for none)",
     )
+    ap.add_argument("--alpha-grid", default="1,2,4,8", help="validation grid of lam.alpha_max")
+    ap.add_argument("--step-grid", default="0.3,0.6,1.0", help="validation grid of lam.step_fraction")
+    ap.add_argument("--sci-grid", default="0.5,1,2", help="validation grid of sci.strength")
     ap.add_argument(
         "--write-preset",
         default=None,
         help="write the calibrated generate preset here (e.g. configs/generate/toyworld-calibrated.yaml)",
+    )
+    ap.add_argument(
+        "--workers", type=int, default=1, help="worker processes for generation (each loads the model once)"
     )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
@@ -401,7 +482,6 @@ def main(argv: list[str] | None = None) -> int:
         load_toyworld_pipeline,
         model_fingerprint,
         multi_items,
-        run_method,
         single_items,
     )
     from generation.toyworld.splits import single_prompts, test_prompts, val_prompts
@@ -422,18 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = RecordCache(pathlib.Path(args.cache) if args.cache else None)  # in memory only without --cache
     deadline = t_all + 60 * args.budget_min if args.budget_min else None
     fused_ok = _has_mask_source()
-    run = lambda method, items, sds, ov, desc: run_method(  # noqa: E731
-        pipe,
-        method,
-        items,
-        sds,
-        sampling,
-        overrides=ov,
-        progress=prog,
-        desc=desc,
-        cache=cache,
-        fingerprint=fp,
-    )
+    runner = Runner(pipe, args.model, sampling, fp, cache, args.workers, prog)
 
     all_singles = single_prompts()
     singles = all_singles[:: max(1, len(all_singles) // n_single)][:n_single]
@@ -471,37 +540,46 @@ def main(argv: list[str] | None = None) -> int:
     else:
         val_multi = multi_items(_subset(val_prompts(), n_val))
         # single-subject captions are training captions: their validation scenes use seeds the test never uses
-        val_single = single_items(all_singles[:: 6 if q else 2], both_sides=False)
-        vseeds_m, vseeds_s = [0], ([1000] if q else [1000, 1001])
+        # (both box sides per caption, so the baseline's toward-box figure is 0 by construction and LAM's is a shift)
+        val_single = single_items(all_singles[:: 6 if q else 2], both_sides=True)
+        vseeds_m, vseeds_s = [0], [1000]
 
-        def val(method: str, ov: dict, desc: str) -> tuple[list[dict], list[dict]]:
-            return run(method, val_multi, vseeds_m, ov, desc), run(method, val_single, vseeds_s, ov, desc)
+        def level(method: str, ovs_: list[dict], values: list, name: str) -> list[dict]:
+            """One grid level: every value's validation multi + single runs, in parallel when workers > 1."""
+            jobs = []
+            for v, ov in zip(values, ovs_):
+                jobs += [
+                    (method, val_multi, vseeds_m, ov, f"val {name}={v} multi"),
+                    (method, val_single, vseeds_s, ov, f"val {name}={v} single"),
+                ]
+            res = runner.many(jobs)
+            return [_val_row(v, res[2 * i], res[2 * i + 1]) for i, v in enumerate(values)]
 
-        val_base = _val_row(0.0, *val("baseline", {}, "val baseline"))
-        alpha_grid = [1.0, 4.0] if q else [1.0, 2.0, 4.0, 8.0]
-        step_grid = [0.3, 0.6] if q else [0.3, 0.6, 1.0]
-        sci_grid = [0.5, 2.0] if q else [0.5, 1.0, 2.0]
-        sweep["lam.alpha_max"] = [
-            _val_row(a, *val("lam", {"lam.alpha_max": a}, f"val lam alpha_max={a}")) for a in alpha_grid
-        ]
+        def grid(text: str, quick: list[float]) -> list[float]:
+            return quick if q else [float(v) for v in text.split(",") if v.strip()]
+
+        alpha_grid = grid(args.alpha_grid, [1.0, 4.0])
+        step_grid = grid(args.step_grid, [0.3, 0.6])
+        sci_grid = grid(args.sci_grid, [0.5, 2.0])
+        val_base = level("baseline", [{}], [0.0], "baseline")[0]
+        sweep["lam.alpha_max"] = level(
+            "lam", [{"lam.alpha_max": a} for a in alpha_grid], alpha_grid, "alpha_max"
+        )
         a_best = best_value(sweep["lam.alpha_max"], lambda r: selection_score(r, val_base))
-        sweep["lam.step_fraction"] = [
-            _val_row(f, *val("lam", {"lam.alpha_max": a_best, "lam.step_fraction": f}, f"val lam step={f}"))
-            for f in step_grid
-        ]
+        sweep["lam.step_fraction"] = level(
+            "lam",
+            [{"lam.alpha_max": a_best, "lam.step_fraction": f} for f in step_grid],
+            step_grid,
+            "step_fraction",
+        )
         f_best = best_value(sweep["lam.step_fraction"], lambda r: selection_score(r, val_base))
-        sweep["sci.strength"] = [
-            _val_row(v, *val("sci", {"sci.strength": v}, f"val sci strength={v}")) for v in sci_grid
-        ]
+        sweep["sci.strength"] = level("sci", [{"sci.strength": v} for v in sci_grid], sci_grid, "sci")
         s_best = best_value(sweep["sci.strength"], lambda r: sci_score(r, val_base))
         chosen = {"lam.alpha_max": a_best, "lam.step_fraction": f_best, "sci.strength": s_best}
         if fused_ok:
             ov = {"lam.alpha_max": a_best, "lam.step_fraction": f_best}
-            sweep["lam.mask_source"] = [
-                _val_row(0.0, *val("lam", ov, "val lam box")) | {"value": "box"},
-                _val_row(0.0, *val("lam", ov | {"lam.mask_source": "fused"}, "val lam fused"))
-                | {"value": "fused"},
-            ]
+            box, fused = level("lam", [ov, ov | {"lam.mask_source": "fused"}], [0.0, 1.0], "mask_source")
+            sweep["lam.mask_source"] = [box | {"value": "box"}, fused | {"value": "fused"}]
         print(f"validation baseline: {val_base}\nvalidation sweep: {sweep}\nchosen: {chosen}", flush=True)
 
     # 2. the test prompts and the position items
@@ -513,23 +591,32 @@ def main(argv: list[str] | None = None) -> int:
         "both": {**lam_ov, "sci.strength": chosen["sci.strength"]},
         "placebo": lam_ov,
     }
-    if not args.core_only:
+    extras = [e for e in args.extras.split(",") if e]
+    unknown = set(extras) - {"both_default", "both_fused"}
+    if unknown:
+        ap.error(f"--extras: unknown {sorted(unknown)} (known: both_default, both_fused)")
+    if "both_default" in extras:
         ovs["both_default"] = {}
-        if fused_ok:
-            ovs["both_fused"] = {**ovs["both"], "lam.mask_source": "fused"}
+    if "both_fused" in extras and fused_ok:
+        ovs["both_fused"] = {**ovs["both"], "lam.mask_source": "fused"}
     multi: dict[str, list[dict]] = {m: [] for m in ovs}
     single: dict[str, list[dict]] = {m: [] for m in ovs}
-    chunks = _chunks(test, single_test, 10 if not q else 4, 4)
+    chunks = _chunks(test, single_test, 5 if not q else 4, 4)
     done = {"multi": 0, "single": 0}
     stopped = False
     for kind, items in chunks:
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and time.perf_counter() > deadline and min(done.values()) > 0:
             stopped = True
             break
         dest = multi if kind == "multi" else single
-        for m, ov in ovs.items():
-            dest[m] += run(m, items, seeds, ov, f"{kind} {m} [{done[kind]}+{len(items)}]")
+        res = runner.many(
+            [(m, items, seeds, ov, f"{kind} {m} [{done[kind]}+{len(items)}]") for m, ov in ovs.items()]
+        )
+        for m, r in zip(ovs, res):
+            dest[m] += r
         done[kind] += len(items)
+        print(f"{time.strftime('%H:%M:%S')} done {done}", flush=True)
+    runner.close()
     print(
         f"test items done: {done} of multi {len(test)}, single {len(single_test)}; stopped early: {stopped}"
     )

@@ -27,6 +27,7 @@ import numpy as np
 
 from generation.toyworld.metrics import layout_iou, score_video, subject_centre, toward_box
 from generation.toyworld.model import WEIGHTS_DIR
+from generation.toyworld.world import WorldConfig
 
 METHODS = ("baseline", "sci", "lam", "both", "placebo")
 SIDES = ("left", "right")
@@ -41,9 +42,9 @@ SIDE_BOXES: dict[str, tuple[float, float, float, float]] = {
 class SamplingConfig:
     """How the benchmark samples the toy model (``from_model`` reads the model's own frames/size)."""
 
-    height: int = 64
-    width: int = 64
-    frames: int = 9
+    height: int = field(default_factory=lambda: WorldConfig().size)
+    width: int = field(default_factory=lambda: WorldConfig().size)
+    frames: int = field(default_factory=lambda: WorldConfig().frames)  # the world's clip length
     steps: int = 12
     guidance: float = 4.0
 
@@ -268,6 +269,35 @@ def setting_key(method: str, cfg: Any, sampling: SamplingConfig, model: str) -> 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def split_cached(
+    cache: RecordCache | None,
+    method: str,
+    items: Sequence[EvalItem],
+    seeds: Sequence[int],
+    sampling: SamplingConfig,
+    overrides: Mapping[str, Any] | None = None,
+    fingerprint: str = "",
+) -> tuple[list[dict[str, Any]], list[EvalItem], str]:
+    """(cached records, items with a seed still to generate, the setting's cache key prefix)."""
+    skey = setting_key(method, comp_config(method, overrides=overrides), sampling, fingerprint)
+    hits: list[dict[str, Any]] = []
+    todo: list[EvalItem] = []
+    for it in items:
+        recs = [cache.get(f"{skey}|{it.key}|{int(sd)}") if cache is not None else None for sd in seeds]
+        if all(r is not None for r in recs):
+            hits += [r for r in recs if r is not None]
+        else:
+            todo.append(it)
+    return hits, todo, skey
+
+
+def store(cache: RecordCache, skey: str, records: Sequence[dict[str, Any]]) -> None:
+    """Put records made elsewhere (another process) into the cache under the setting's key."""
+    for r in records:
+        cache.put(f"{skey}|{r['item']}|{int(r['seed'])}", r)
+    cache.flush()
+
+
 def run_method(
     pipe: Any,
     method: str,
@@ -389,6 +419,8 @@ __all__ = [
     "run_method",
     "score_record",
     "side_layout",
+    "split_cached",
+    "store",
     "single_items",
     "swapped_layout",
 ]
