@@ -80,8 +80,8 @@ def plot_training(meta: dict[str, Any], path: str | Path) -> Path:
             ("single_presence", "single-subject presence (colour+shape)"),
             ("single_colour", "single-subject colour only"),
             ("single_frame0", "frame 0 alone"),
-            ("denoise_0.3", "noise to 0.3 + denoise (real clips)"),
-            ("denoise_vae_only", "VAE round trip (same clips)"),
+            ("denoise_0.3", "noise to 0.3 + denoise (real clips, stage-1 decoder)"),
+            ("denoise_vae_only", "VAE alone, stage-1 decoder (same clips)"),
         ):
             b.plot(st, [e.get(key, np.nan) for e in evals], marker="o", label=label)
         b.axhline(0.8, color="grey", ls="--", lw=0.8)
@@ -89,7 +89,7 @@ def plot_training(meta: dict[str, Any], path: str | Path) -> Path:
     b.set_xlabel("transformer step")
     b.set_ylabel("share of videos")
     b.set_title("gates at checkpoints (EMA weights)")
-    b.legend(loc="lower right", fontsize=7)
+    b.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ class TrainConfig:
         default_factory=lambda: {"single": 0.6, "motion": 0.1, "relation": 0.2, "count": 0.1}
     )
     # stage 3: decoder refinement with the encoder frozen (0: none)
-    vae_dec_steps: int = 2500
+    vae_dec_steps: int = 1950
     vae_dec_lr: float = 1e-3
     # stage 4: transformer + text encoder
     dit_steps: int = 4000
