@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from understanding.env import EpisodeConfig
 from vidlab.config import ConfigError, in_range, validate
 from vidlab.distributed import RunConfig
-from vidlab.distributed.config import legacy_run_keys
+from vidlab.distributed.config import TOP_LEVEL_RUN_KEYS
 from vidlab.errors import UserError
 
 AGENT = "agent"
@@ -106,13 +106,7 @@ class EvalConfig(QASettings):
 
     PRESET_DIR: ClassVar[str] = "qa"
     # before the one `run:` block (they work for one release, with a warning)
-    LEGACY_KEYS: ClassVar[dict[str, str]] = legacy_run_keys(
-        backend="backend",
-        num_workers="workers",
-        num_cpus_per_worker="cpus_per_worker",
-        num_gpus_per_worker="gpus_per_worker",
-        max_retries="retries",
-    )
+    LEGACY_KEYS: ClassVar[dict[str, str]] = TOP_LEVEL_RUN_KEYS
 
     benchmark: str = "jsonl"
     data: str = ""

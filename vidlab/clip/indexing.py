@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from vidlab.config import in_range, validate
 from vidlab.distributed import RunConfig
-from vidlab.distributed.config import legacy_run_keys
+from vidlab.distributed.config import TOP_LEVEL_RUN_KEYS
 
 VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", ".ts")
 
@@ -128,13 +128,7 @@ class IndexConfig:
     """Options of ``vidlab index`` (saved as config.yaml in the job folder); ``run`` says where it runs."""
 
     # before the one `run:` block (they work for one release, with a warning)
-    LEGACY_KEYS: ClassVar[dict[str, str]] = legacy_run_keys(
-        backend="backend",
-        workers="workers",
-        cpus_per_worker="cpus_per_worker",
-        gpus_per_worker="gpus_per_worker",
-        max_retries="retries",
-    )
+    LEGACY_KEYS: ClassVar[dict[str, str]] = TOP_LEVEL_RUN_KEYS
 
     inputs: tuple[str, ...] = ()
     cache_dir: str = ""

@@ -45,3 +45,18 @@ def legacy_run_keys(**renamed: str) -> dict[str, str]:
     """``LEGACY_KEYS`` entries for a job config whose run settings sat at its top level:
     ``legacy_run_keys(num_workers="workers")`` -> ``{"num_workers": "run.workers"}``."""
     return {old: f"run.{new}" for old, new in renamed.items()}
+
+
+# The top-level keys jobs used before the `run:` block (eval-qa: backend, num_workers, num_cpus_per_worker,
+# num_gpus_per_worker, max_retries; index: backend, workers, cpus_per_worker, gpus_per_worker, max_retries).
+# A job config sets ``LEGACY_KEYS = TOP_LEVEL_RUN_KEYS``; they work for one release, with a warning.
+TOP_LEVEL_RUN_KEYS = legacy_run_keys(
+    backend="backend",
+    workers="workers",
+    num_workers="workers",
+    cpus_per_worker="cpus_per_worker",
+    num_cpus_per_worker="cpus_per_worker",
+    gpus_per_worker="gpus_per_worker",
+    num_gpus_per_worker="gpus_per_worker",
+    max_retries="retries",
+)
