@@ -19,7 +19,7 @@ EPILOG = """examples:
   # a quicker, smaller run
   vidlab train-gen-toyworld --out outputs/toy vae_steps=100 dit_steps=300 clips=500 vae_dec_steps=0
   # then generate with it
-  vidlab generate "a red circle to the left of a blue square" --preset gen-toyworld model=outputs/toy --out outputs/g
+  vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld model=outputs/toy --out outputs/g
 
 keys: seed size frames threads vae_steps vae_batch vae_lr vae_fg_weight clips mix.single mix.motion mix.relation
 mix.count vae_dec_steps vae_dec_lr dit_steps dit_batch dit_lr dit_sigma_shift caption_dropout ema eval_every
