@@ -107,6 +107,8 @@ def workdir(tmp_path_factory):
         os.link(src, d / name)
     (d / "videos").mkdir()
     os.link(src, d / "videos" / "a.mp4")
+    (d / "outputs").mkdir()
+    os.link(src, d / "outputs" / "demo.mp4")  # contact-sheet's help reads what synth's help example writes
     return d
 
 
@@ -294,12 +296,15 @@ def test_help_examples_are_valid(name, in_workdir, monkeypatch, capsys):
             text += _help_sub(name, sub, capsys)
     examples = [ln for ln in shell_lines(text) if ln.startswith("vidlab ") and " ... " not in ln]
     for m in re.finditer(r"e\.g\.\s+((?:[\w.\[\]-]+=\S+\s*)+)", text):  # "overrides, e.g. k=v k2=v2"
-        examples.append(f"vidlab {name} " + m.group(1).strip().rstrip(")"))
+        words = m.group(1).split()
+        words[-1] = words[-1].rstrip(")")
+        own = next((e for e in examples if split_command(e)[1] == name), f"vidlab {name}")
+        if name == "compbench":
+            own = "vidlab compbench plan"
+        examples.append(own + " " + " ".join(words))  # the override words on the command's own first example
     assert examples, f"vidlab {name} --help shows no example"
     for line in examples:
         words = split_command(line)
-        if words[1] == "compbench" and len(words) > 2 and words[2].startswith(("out=", "prompts_per")):
-            words = [words[0], "compbench", "plan", *words[2:]]
         if name == "train-gen-toyworld" and words[1] == "generate" and "model=outputs/toy" in words:
             continue  # generates from a model that the example above it trains: checked by its own command
         check_vidlab_line(words, monkeypatch, capsys)
