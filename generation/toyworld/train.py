@@ -693,11 +693,3 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
         "generate": {"height": cfg.size, "width": cfg.size, "frames": cfg.frames},
     }
     return save_pipeline(pipe, out, meta)
-
-
-def train_main(argv: list[str] | None = None) -> int:
-    """Where the entry point used to live (metadata installed before the move still names it): the real one is
-    ``generation.toyworld.cli.train_main``."""
-    from generation.toyworld.cli import train_main as main
-
-    return main(argv)

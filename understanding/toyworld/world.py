@@ -456,14 +456,3 @@ class MemoryReader:
 
     def __exit__(self, *exc: Any) -> None:
         pass
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Deprecated: ``python -m understanding.toyworld.world OUT [N]`` is ``vidlab toyworld-data OUT [N]``."""
-    from understanding.toyworld.cli import world_main
-
-    return world_main(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
