@@ -1,7 +1,7 @@
 """``vidlab compbench {generate,score,report,export}``: the T2V-CompBench jobs, one config for all four.
 
 vidlab compbench generate --preset compbench/tiny                 # plan all layouts, then generate
-vidlab compbench generate --preset compbench/wan2.1-t2v-14b run.num_workers=8
+vidlab compbench generate --preset compbench/wan2.1-t2v-14b run.workers=8
 vidlab compbench score    --preset compbench/tiny score.metrics=[clip_alignment,clip_presence]
 vidlab compbench report   --preset compbench/tiny                 # tables + chart in <out>/report/
 vidlab compbench export   --preset compbench/tiny --root videos/  # <root>/<method>/<category>/0001.mp4
@@ -17,7 +17,7 @@ EPILOG = """subcommands share one config (CompbenchConfig): --preset NAME|PATH (
 compbench/tiny) and trailing key=value overrides, e.g.
   out=outputs/cb  categories=[spatial_relationship,numeracy]  prompts_per_category=5  seeds=[0,1]
   methods=[baseline,both]  planner=llm  generate.steps=30  generate.comp_attn.lam.step_fraction=0.25
-  run.backend=ray  run.num_workers=8  run.num_gpus_per_worker=1  score.clip_model=ViT-L-14:openai
+  run.backend=ray  run.workers=8  run.gpus_per_worker=1  score.clip_model=ViT-L-14:openai
   score.presence_threshold=0.22  score.ingest=official_csvs/  export_seed=0
 
 generate plans every layout first (layouts/, LLM planner cache reused), then generates prompt x seed x method
