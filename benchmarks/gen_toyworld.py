@@ -267,6 +267,8 @@ def _plot_sweep(sweep: dict, base: dict, chosen: dict, path: pathlib.Path) -> No
                 ax.axhline(base[key], lw=0.6, ls=":", color=ax.lines[-1].get_color())
         ax.axvline(chosen[name], lw=0.8, color="k", ls="--")
         ax.set_xscale("log" if min(xs) > 0 and max(xs) / min(xs) >= 8 else "linear")
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.minorticks_off()
         ax.set_xlabel(name)
         ax.set_ylim(-0.5, 1)
         ax.set_title(f"{name} (validation; dotted: baseline)", fontsize=8)
