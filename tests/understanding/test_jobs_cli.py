@@ -217,6 +217,8 @@ def test_missing_inputs_are_one_line(bench, tmp_path, capsys):
     assert not lab.exists() and not (tmp_path / "lab.jsonl.job").exists()
     video = str(bench.parent / "videos" / "needle_000.mp4")
     assert qa_main(["--video", str(tmp_path / "missing.mp4"), "--question", "Q?"]) == 2
+    _one_line_error(capsys, "--policy is required")  # no silent const:A default
+    assert qa_main(["--video", str(tmp_path / "missing.mp4"), "--question", "Q?", "--policy", "const:A"]) == 2
     _one_line_error(capsys, "missing.mp4")
     assert qa_main(["--video", video, "--question", "Q?", "--max-calls", "abc"]) == 2
     _one_line_error(capsys, "--max-calls")
