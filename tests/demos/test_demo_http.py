@@ -252,7 +252,9 @@ def test_default_preset_serves_the_trained_toy_models(tmp_path):
     assert gen.model_name == "toyworld"
     lay = gen.plan(cfg.generation.prompt)
     out = gen.generate(cfg.generation.prompt, lay, steps=2, seed=0)
-    assert out["frames"].shape == (5, 64, 64, 3) and len(out["maps"]) == 2  # the toy-world model's 5-frame clips
+    assert (
+        out["frames"].shape == (5, 64, 64, 3) and len(out["maps"]) == 2
+    )  # the toy-world model's 5-frame clips
     qa = QAService(dataclasses.replace(cfg.qa, synthetic_videos=1), work)
     assert qa.worker.clip_spec and qa.worker.clip_spec.endswith("clip")
     needle = next(r for name, r in qa.examples().items() if "needle" in name)

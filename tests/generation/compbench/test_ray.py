@@ -32,9 +32,7 @@ def test_ray_two_actors_and_a_killed_actor(tmp_path, compbench_suite):
         prompts_per_category=2,
         methods=["baseline", "both"],
     )
-    cfg["run"].update(
-        backend="ray", workers=2, cpus_per_worker=1, gpus_per_worker=0, progress=False
-    )
+    cfg["run"].update(backend="ray", workers=2, cpus_per_worker=1, gpus_per_worker=0, progress=False)
     preset = tmp_path / "cb.yaml"
     preset.write_text(yaml.safe_dump(cfg))
     marker = tmp_path / "hanging"
