@@ -58,7 +58,7 @@ class GenerateConfig:
     guidance: float = field(default=5.0, metadata=_range(0.0, None))
     # Wan2.2 low-noise expert's guidance (None = same as guidance)
     guidance_2: float | None = field(default=None, metadata=_range(0.0, None))
-    seed: int = field(default=0, metadata=_range(0, None))
+    seed: int = field(default=0, metadata=_range(0, 2**64 - 1))  # torch.Generator.manual_seed takes a uint64
     fps: int = field(default=8, metadata=_range(1, None))
     num_videos: int = field(default=1, metadata=_range(1, None))  # videos of the prompt (different noise)
     negative_prompt: str | None = None
