@@ -194,7 +194,12 @@ def test_no_subjects_without_lam_asked_warns_in_one_line(tmp_path, capsys):
 def test_a_seed_beyond_the_generators_range_is_one_line_before_loading(tmp_path, capsys):
     """torch's generator takes a uint64: 2**70 used to end in an untyped overflow error after the model load."""
     rc, err = _run(capsys, "a red ball", "--out", str(tmp_path / "out"), *SMALL, f"seed={2**70}")
-    assert rc == 2 and "seed: expected an int in [0, 18446744073709551615]" in err and "\n" not in err and "Traceback" not in err, err
+    assert (
+        rc == 2
+        and "seed: expected an int in [0, 18446744073709551615]" in err
+        and "\n" not in err
+        and "Traceback" not in err
+    ), err
     assert not (tmp_path / "out").exists()
     GenerateConfig(seed=2**64 - 1)  # the largest seed torch takes is accepted
 
