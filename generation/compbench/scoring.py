@@ -71,7 +71,7 @@ def score_items(cfg: CompbenchConfig) -> list[dict[str, Any]]:
 def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
     """Run every metric of ``cfg.score.metrics`` (see module docstring); returns per-metric summaries."""
     from generation.compbench.suite import load_suite
-    from vidlab.distributed import make_identity, read_records, run_job
+    from vidlab.distributed import make_identity, read_job, run_job
     from vidlab.io import atomic_write_json, atomic_write_text
 
     for name in cfg.score.metrics:
@@ -103,9 +103,8 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
             identity=ident,
             overwrite=overwrite,
         )
-        recs = read_records(job)
-        results = {it["id"]: (recs.get(it["id"]) or {}).get("result") for it in items}
-        ok = {k: v for k, v in results.items() if v is not None}
+        recs = read_job(job, ids=[it["id"] for it in items])
+        ok = dict(recs.ok)
         finalize = getattr(get_metric(name), "finalize", None)
         if finalize is not None:
             ok = finalize(cfg.score, ok)
@@ -115,8 +114,10 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
                 row = {k: it[k] for k in ("id", "prompt_id", "category", "index", "method", "seed")}
                 lines.append(json.dumps({**row, **ok[it["id"]]}, ensure_ascii=False))
         atomic_write_text(out / SCORES / f"{name}.jsonl", "\n".join(lines) + ("\n" if lines else ""))
-        failed = sorted(k for k, v in results.items() if v is None)  # this run's and earlier runs' failures
-        errors = [{"id": k, **_error_of(recs.get(k))} for k in failed[:3]]
+        failed = sorted(
+            it["id"] for it in items if it["id"] not in recs.ok
+        )  # this run's and earlier runs' failures
+        errors = [{"id": k, **_error_of(recs.failed.get(k))} for k in failed[:3]]
         summaries[name] = {
             "scored": sum(1 for r in ok.values() if r.get("score") is not None),
             "not_applicable": sum(1 for r in ok.values() if r.get("score") is None),
@@ -132,12 +133,11 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
     return summaries
 
 
-def _error_of(rec: dict[str, Any] | None) -> dict[str, Any]:
-    """The type and message of a failed item's record (what the user needs to fix it)."""
-    err = (rec or {}).get("error") or {}
-    if isinstance(err, dict):
-        return {k: str(err[k])[:300] for k in ("type", "message") if k in err}
-    return {"message": str(err)[:300]} if err else {"message": "no record (the run stopped before it)"}
+def _error_of(err: dict[str, Any] | None) -> dict[str, Any]:
+    """The type and message of a failed item (``read_job``'s ``failed`` entry): what the user needs to fix it."""
+    if not err:
+        return {"message": "no record (the run stopped before it)"}
+    return {k: str(err[k])[:300] for k in ("type", "message") if k in err}
 
 
 def failed_items(summaries: dict[str, Any]) -> dict[str, int]:
