@@ -3,10 +3,15 @@
 The authors' exact rule is not public; ours (documented in understanding/README.md): the policy answers the
 question ``k`` times (temperature sampling) from the **initial view** (the 16 initial frames) and ``k`` times from a
 **richer view** (more uniform frames plus CLIP frames retrieved with the question as the query), each in one
-turn with no tools. With ``p0``/``p1`` the mean accuracy of the two views:
+turn with no tools. With ``initial_views = V > 1`` the initial view is asked ``V`` times: the reference grid
+``linspace(0, total-1, 16)`` and ``V - 1`` copies of it shifted by ``v/V`` of its stride (the last frame
+wrapping to the start; ``k`` samples each), so
+that an answer only the exact 16 frames give -- a lucky guess from incidental content, right on every sample
+because the policy is confident -- does not make the row Direct. With ``p0`` the mean accuracy over all initial
+views, ``min0`` the lowest per-view accuracy (``p0`` itself for one view) and ``p1`` the richer view's:
 
 1. ``p0 == 0 and p1 == 0``        -> filtered  (neither view ever solves it: no learning signal)
-2. ``p0 >= direct_min``            -> direct    (the initial frames are sufficient)
+2. ``min0 >= direct_min``          -> direct    (the initial frames are sufficient, whichever grid is drawn)
 3. ``p1 - p0 >= active_gain``      -> active    (more visual information is genuinely required)
 4. otherwise                       -> adaptive  (a capability gap; either strategy may help)
 
@@ -50,16 +55,37 @@ class ClassifyError(UserError, ValueError):
         return (type(self), (self.row_id, self.reason))
 
 
-def label_from_accuracy(p0: float, p1: float, config: ClassifyConfig | None = None) -> tuple[str, str]:
-    """The labelling rule on initial-view accuracy ``p0`` and richer-view accuracy ``p1``; returns (label, why)."""
+def label_from_accuracy(
+    p0: float, p1: float, config: ClassifyConfig | None = None, per_view: Sequence[float] | None = None
+) -> tuple[str, str]:
+    """The labelling rule on initial-view accuracy ``p0`` (mean over the initial views), richer-view accuracy
+    ``p1`` and the accuracy of each initial view (``per_view``; default ``[p0]``); returns (label, why)."""
     c = config or ClassifyConfig()
+    views = list(per_view) if per_view else [p0]
     if p0 <= 0.0 and p1 <= 0.0:
         return "filtered", "neither view answered correctly"
-    if p0 >= c.direct_min:
-        return "direct", f"initial view accuracy {p0:.2f} >= {c.direct_min}"
+    if min(views) >= c.direct_min:
+        if len(views) == 1:
+            return "direct", f"initial view accuracy {p0:.2f} >= {c.direct_min}"
+        return "direct", f"every initial view's accuracy >= {c.direct_min} (lowest {min(views):.2f})"
     if p1 - p0 >= c.active_gain:
         return "active", f"richer view gains {p1 - p0:.2f} >= {c.active_gain}"
+    if len(views) > 1 and p0 >= c.direct_min:
+        return "adaptive", f"initial views disagree ({', '.join(f'{v:.2f}' for v in views)}), richer {p1:.2f}"
     return "adaptive", f"mixed: initial {p0:.2f}, richer {p1:.2f}"
+
+
+def initial_view_indices(total: int, n: int, views: int = 1) -> list[list[int]]:
+    """The frame indices of the initial views: ``linspace(0, total-1, n)`` and ``views - 1`` copies shifted by
+    ``v / views`` of the grid's stride; a frame shifted past the end wraps to the start (so a shifted grid never
+    repeats the reference's last frame); sorted, de-duplicated."""
+    base = linspace_frames(0, total, n)
+    out = [base]
+    stride = (total - 1) / max(1, n - 1)
+    for v in range(1, views):
+        shift = int(round(v * stride / views))
+        out.append(sorted({(i + shift) % total for i in base}))
+    return out
 
 
 def row_id(row: dict) -> str:
@@ -160,19 +186,25 @@ class _Classifier:
         with open_video(path) as reader:
             uniform = UniformAgent(reader)
             total = int(reader.num_frames)
-            init_frames = uniform.initial(c.num_initial_frames)
+            init_idx = initial_view_indices(total, c.num_initial_frames, c.initial_views)
             rich_idx = set(linspace_frames(0, total, c.rich_uniform_frames))
             clip = self._clip_agent(path, reader)
             if clip is not None:
                 rich_idx.update(clip.indices(0, total, question))
             rich_frames = uniform.frames(sorted(rich_idx))
             seed = c.seed + int(hashlib.sha1(rid.encode()).hexdigest()[:6], 16)
-            init_texts = self._answers(init_frames, question, options, reader, seed)
+            init_frames = uniform.initial(c.num_initial_frames)  # view 0: the reference's initial view
+            init_texts = [self._answers(init_frames, question, options, reader, seed)]
             rich_texts = self._answers(rich_frames, question, options, reader, seed + 1)
-        s0, a0 = _score_samples(init_texts, row, options, self.judge)
+            for v, idx in enumerate(init_idx[1:], start=1):
+                frames = uniform.frames(idx)
+                init_texts.append(self._answers(frames, question, options, reader, seed + 1 + v))
+        scored = [_score_samples(t, row, options, self.judge) for t in init_texts]
+        s0, a0 = scored[0]
         s1, a1 = _score_samples(rich_texts, row, options, self.judge)
-        p0, p1 = sum(s0) / len(s0), sum(s1) / len(s1)
-        label, why = label_from_accuracy(p0, p1, c)
+        per_view = [sum(s) / len(s) for s, _ in scored]
+        p0, p1 = sum(per_view) / len(per_view), sum(s1) / len(s1)
+        label, why = label_from_accuracy(p0, p1, c, per_view)
         out = dict(row)
         out["id"] = rid
         out["classification"] = label
@@ -186,6 +218,9 @@ class _Classifier:
             "initial_answers": a0,
             "rich_answers": a1,
         }
+        if len(init_idx) > 1:  # the shifted initial views (acc_initial is then the mean over all of them)
+            out["classification_info"]["acc_initial_views"] = [round(p, 4) for p in per_view]
+            out["classification_info"]["initial_views_answers"] = [a for _, a in scored[1:]]
         return out
 
 
@@ -255,6 +290,10 @@ def classify_identity(
 
     settings = asdict(config)
     settings.pop("drop_filtered", None)
+    if (
+        settings.get("initial_views") == 1
+    ):  # the default (one initial view): jobs from before the setting resume
+        settings.pop("initial_views")
     if inputs is None:
         blob = json.dumps(list(rows or []), sort_keys=True, default=str).encode()
         inputs = {"rows": hashlib.sha256(blob).hexdigest()}

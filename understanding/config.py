@@ -87,6 +87,10 @@ class ClassifyConfig:
     )  # the richer view: uniform frames ...
     # ... plus the top CLIP frames for the question (0 disables; needs a CLIP model)
     rich_clip_frames: int = field(default=8, metadata=in_range(0, 1024))
+    # the initial view plus ``initial_views - 1`` shifted copies of its frame grid (same count, moved by v/V of
+    # the stride); Direct needs ``direct_min`` in every one, so an answer that only the exact 16 frames give (a
+    # lucky guess from incidental content) is not Direct. 1: the initial view alone.
+    initial_views: int = field(default=1, metadata=in_range(1, 64))
     direct_min: float = field(default=0.75, metadata=in_range(0.0, 1.0))
     active_gain: float = field(default=0.5, metadata=in_range(0.0, 1.0))
     drop_filtered: bool = False  # keep filtered rows (labelled "filtered") unless asked to drop them

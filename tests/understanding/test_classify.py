@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import pytest
 
 from understanding.classify import ClassifyConfig, classify_rows, label_from_accuracy, row_id, summarize
@@ -133,6 +134,81 @@ def test_classify_labels_rows_from_what_the_policy_sees(videos, tmp_path):
             rows_for(videos), Boom(), config=ClassifyConfig(rich_clip_frames=0), out_path=out, progress=False
         )
     assert out.read_text() == before
+
+
+def test_initial_view_grids_shift_within_the_video():
+    from understanding.classify import initial_view_indices
+
+    views = initial_view_indices(TOTAL, 16, 4)
+    base = views[0]
+    assert len(views) == 4 and base == [int(x) for x in np.linspace(0, TOTAL - 1, 16)]
+    stride = (TOTAL - 1) / 15
+    for v, idx in enumerate(views[1:], start=1):
+        shift = round(v * stride / 4)
+        assert idx == sorted({(i + shift) % TOTAL for i in base}) and len(idx) == 16
+        assert not set(idx) & set(base)  # a shifted grid never reuses a reference frame (the last one wraps)
+    assert initial_view_indices(TOTAL, 16, 1) == [views[0]]
+    assert all(0 <= t < 20 for v in initial_view_indices(20, 16, 4) for t in v)  # inside a short video
+
+
+@pytest.fixture(scope="module")
+def grid_video(tmp_path_factory):
+    """A red square exactly on the 16 reference initial frames and nowhere else: only that grid sees it."""
+    from understanding.classify import initial_view_indices
+    from vidlab.video.synth import Event, render_synthetic
+
+    events = [Event(t, t + 1, "square", "red", size=0.3) for t in initial_view_indices(TOTAL, 16)[0]]
+    return str(
+        render_synthetic(
+            tmp_path_factory.mktemp("grid") / "grid.mp4", TOTAL, fps=10, width=192, height=144, seed=2,
+            num_shapes=0, events=events,
+        )
+    )  # fmt: skip
+
+
+def test_shifted_initial_views_keep_a_grid_dependent_answer_from_being_direct(grid_video, videos):
+    rows = [
+        {"id": "grid", "video": grid_video, "question": QUESTION, "options": OPTIONS, "answer": "A"},
+        {"id": "always", "video": videos["always"], "question": QUESTION, "options": OPTIONS, "answer": "A"},
+    ]
+    one = classify_rows(
+        rows, RedSquarePolicy(), config=ClassifyConfig(k=2, rich_clip_frames=0), progress=False
+    )
+    assert [r["classification"] for r in one] == [
+        "direct",
+        "direct",
+    ]  # the one-view rule: a lucky grid is Direct
+    policy = RedSquarePolicy()
+    cfg = ClassifyConfig(k=2, rich_clip_frames=0, initial_views=4)
+    grid, always = classify_rows(rows, policy, config=cfg, progress=False)
+    info = grid["classification_info"]
+    assert info["acc_initial_views"] == [1.0, 0.0, 0.0, 0.0] and info["acc_initial"] == 0.25
+    assert info["initial_answers"] == ["A", "A"] and info["initial_views_answers"] == [["B", "B"]] * 3
+    assert info["acc_rich"] == 1.0 and grid["classification"] == "active"  # frame 0 is in the richer view too
+    assert (
+        always["classification"] == "direct"
+        and always["classification_info"]["acc_initial_views"] == [1.0] * 4
+    )
+    assert sorted(policy.seen) == sorted([16, 16, 16, 16, 32] * 2)
+
+
+@pytest.mark.parametrize(
+    "views, label",
+    [([1.0, 1.0, 0.75, 1.0], "direct"), ([1.0, 1.0, 1.0, 0.5], "adaptive"), ([1.0, 0.0, 0.0, 0.0], "active")],
+)
+def test_direct_needs_every_initial_view(views, label):
+    p0 = sum(views) / len(views)
+    assert label_from_accuracy(p0, 1.0, ClassifyConfig(initial_views=4), views)[0] == label
+
+
+def test_one_initial_view_keeps_the_identity_of_earlier_jobs():
+    from understanding.classify import classify_identity
+
+    old = classify_identity(ClassifyConfig(), "p", rows=[{"id": 1}])
+    assert "initial_views" not in json.dumps(old)
+    assert "initial_views" in json.dumps(
+        classify_identity(ClassifyConfig(initial_views=2), "p", rows=[{"id": 1}])
+    )
 
 
 def test_adaptive_from_mixed_samples(videos):

@@ -70,6 +70,10 @@ class ToyTrainConfig:
     clip: ClipTrainConfig = field(default_factory=ClipTrainConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     classify_k: int = 4
+    # initial views per question in classification (understanding.classify ``initial_views``): the reference's
+    # 16-frame grid plus shifted copies; Direct only if every view answers right, so a lucky guess from the exact
+    # 16 frames is not Direct (label_noise.json reports the noise)
+    classify_views: int = 4
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     threads: int = 1  # torch threads (on a shared 2-core machine, 1 is much faster in wall-clock time than 2)
     progress: bool = True
@@ -326,12 +330,31 @@ def stage_sft(world: World, clip: Any, out: Path, cfg: ToyTrainConfig, log: Logg
     return load_toy_policy(d)
 
 
+def single_view_labels(labelled: list[dict], config: Any) -> list[dict]:
+    """The labels the one-initial-view rule gives the same rows: view 0 is the reference's initial view with the
+    same samples (``acc_initial_views[0]``), so no policy call is needed (rows labelled with one view: unchanged).
+    """
+    from understanding.classify import label_from_accuracy
+
+    out = []
+    for r in labelled:
+        info = r.get("classification_info") or {}
+        views = info.get("acc_initial_views")
+        if views and r.get("classification") in ("direct", "adaptive", "active", "filtered"):
+            label, _ = label_from_accuracy(float(views[0]), float(info["acc_rich"]), config)
+            r = {**r, "classification": label}
+        out.append(r)
+    return out
+
+
 def label_noise(world: World, labelled: list[dict], num_initial: int = 16) -> dict[str, Any]:
     """How often the classification labels disagree with the ground truth of what the initial view shows.
 
     Per kind and label: how many rows; ``direct_without_evidence``: rows labelled Direct although the 16 initial
     frames do not show the answer (a lucky guess); ``direct_with_evidence``: Direct because the answer was visible
-    in the initial frames; ``active_with_evidence``: Active although the initial frames showed the answer.
+    in the initial frames; ``active_with_evidence``: Active although the initial frames showed the answer;
+    ``not_direct_with_evidence``: any label but Direct although they showed it. ``direct_noise``: the share of
+    Direct labels that were lucky guesses (per kind, and over all kinds under ``"all"``).
     """
     from understanding.agents import linspace_frames
     from understanding.toyworld.world import evidence_in_view
@@ -349,6 +372,7 @@ def label_noise(world: World, labelled: list[dict], num_initial: int = 16) -> di
                 "direct_without_evidence": 0,
                 "direct_with_evidence": 0,
                 "active_with_evidence": 0,
+                "not_direct_with_evidence": 0,
             },
         )
         lab = r.get("classification")
@@ -356,8 +380,21 @@ def label_noise(world: World, labelled: list[dict], num_initial: int = 16) -> di
         k["labels"][lab] = k["labels"].get(lab, 0) + 1
         if lab == "direct":
             k["direct_with_evidence" if seen else "direct_without_evidence"] += 1
+        elif seen:
+            k["not_direct_with_evidence"] += 1
         if lab == "active" and seen:
             k["active_with_evidence"] += 1
+    total = {"n": 0, "direct_with_evidence": 0, "direct_without_evidence": 0, "not_direct_with_evidence": 0}
+    for k in out.values():
+        direct = k["direct_with_evidence"] + k["direct_without_evidence"]
+        k["direct_noise"] = round(k["direct_without_evidence"] / direct, 4) if direct else 0.0
+        for key in total:
+            total[key] += k[key]
+    direct = total["direct_with_evidence"] + total["direct_without_evidence"]
+    out["all"] = {
+        **total,
+        "direct_noise": round(total["direct_without_evidence"] / direct, 4) if direct else 0.0,
+    }
     return out
 
 
@@ -367,17 +404,22 @@ def stage_classify(world: World, sft_policy: Any, clip: Any, out: Path, cfg: Toy
     from vidlab.io import atomic_write_json
 
     _, rl_rows = split_train_rows(world, cfg)
+    ccfg = ClassifyConfig(k=cfg.classify_k, seed=cfg.seed, initial_views=cfg.classify_views)
     labelled = classify_rows(
         rl_rows,
         sft_policy,
-        config=ClassifyConfig(k=cfg.classify_k, seed=cfg.seed),
+        config=ccfg,
         clip_model=clip,
         index_cache_dir=out / "index_cache",
         out_path=out / "labels.jsonl",
         video_root=world.splits["train"].root,
         progress=cfg.progress,
     )
-    atomic_write_json(out / "label_noise.json", label_noise(world, labelled))
+    noise = label_noise(world, labelled)
+    # the same rows under the one-view rule (the labels before ``classify_views``), for the before/after report
+    noise["single_view"] = label_noise(world, single_view_labels(labelled, ccfg))
+    noise["initial_views"] = cfg.classify_views
+    atomic_write_json(out / "label_noise.json", noise)
     return labelled
 
 
