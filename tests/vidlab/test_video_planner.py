@@ -114,3 +114,29 @@ def test_h264_nonref_parser():
     assert not h264_nonref(memoryview(nal(0x06)), 4)  # no slice at all: keep it
     assert avcc_length_size(bytes([1, 100, 0, 31, 0xFF, 0xE1, 0])) == 4
     assert avcc_length_size(b"\x00\x00\x00\x01gd") == 0  # Annex B: not parsed
+
+
+@pytest.mark.parametrize("slices", [1, 2])
+def test_slice_threads_only_where_a_frame_has_slices_to_share(tmp_path, monkeypatch, slices):
+    """One slice per frame: one codec thread (slice threads have nothing to split); two: FFmpeg's default.
+    Parallel lanes always run one codec thread each (the lanes themselves fill the cores). Frames stay exact."""
+    from vidlab.video.backends import pyav_backend
+
+    path = render_synthetic(
+        tmp_path / f"s{slices}.mp4", 80, fps=24, width=96, height=64, gop=10, num_shapes=1,
+        options={"x264-params": f"slices={slices}"},
+    )  # fmt: skip
+    r = PyAVReader(path, workers=2)
+    first = next(p for p in r._container.demux(r._stream) if p.size)
+    assert pyav_backend.h264_slices(memoryview(first), r._nal_len) == slices
+    assert r._stream.thread_type.name == "SLICE"
+    assert r._stream.codec_context.thread_count == (1 if slices == 1 else 0)  # 0: FFmpeg picks (auto)
+    idx = np.array([3, 17, 41, 66, 79])
+    assert codes_of(r.get_frames(idx)) == idx.tolist()
+    assert codes_of(r.get_frames(idx[::-1])) == idx[::-1].tolist()
+    r.close()
+    monkeypatch.setattr(pyav_backend, "PARALLEL_MIN_WORK", 0)  # take the parallel path on these small frames
+    with PyAVReader(path, workers=2) as par:
+        assert codes_of(par.get_frames(idx)) == idx.tolist()
+        assert par.parallel_calls == 1
+        assert [lane._stream.codec_context.thread_count for lane in par._lanes] == [1, 1]
