@@ -55,6 +55,7 @@ def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same
     assert [timed[3 * r] for r in range(3)] == ["vidlab", "slow", "fast"]  # each round starts one further on
     assert res["vidlab"] == [0.25] * 7 and res["slow"] == [1.0] * 7 and res["fast"] == [0.125] * 7
     assert res["vidlab_vs"]["slow"] == [4.0] * 7 and res["vidlab_vs"]["fast"] == [0.5] * 7
+    assert sorted(res["cpu_vs"]) == ["fast", "slow"] and all(len(v) == 7 for v in res["cpu_vs"].values())
 
 
 def test_table_and_json_line(capsys):
