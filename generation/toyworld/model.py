@@ -29,6 +29,7 @@ class ModelConfig:
 
     z_dim: int = 16  # 8 lost every shape in the VAE round trip (colour kept 7/8, colour+shape 0/8)
     vae_base_dim: int = 8
+    vae_decoder_base_dim: int | None = None  # None: as the encoder; a wider decoder draws crisper edges
     vae_dim_mult: list[int] = field(default_factory=lambda: [1, 2, 2])
     vae_temporal_downsample: list[bool] = field(default_factory=lambda: [True, True])
     text_dim: int = 64
@@ -37,7 +38,7 @@ class ModelConfig:
     heads: int = 4
     # hidden 4 x 32 = 128: room beyond the 64 values each token outputs (patch 1x2x2 x 16 channels)
     head_dim: int = 32
-    layers: int = 4
+    layers: int = 6
     ffn_dim: int = 512
     freq_dim: int = 64
     patch: list[int] = field(default_factory=lambda: [1, 2, 2])
@@ -62,6 +63,7 @@ def build_vae(cfg: ModelConfig, latents_mean=None, latents_std=None):
         kw = dict(latents_mean=[0.0] * cfg.z_dim, latents_std=[1.0] * cfg.z_dim)
     return AutoencoderKLWan(
         base_dim=cfg.vae_base_dim,
+        decoder_base_dim=cfg.vae_decoder_base_dim,
         z_dim=cfg.z_dim,
         dim_mult=list(cfg.vae_dim_mult),
         num_res_blocks=1,
