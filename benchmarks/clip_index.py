@@ -51,6 +51,12 @@ def _extra(ap):
         "--ann", action="store_true", help="also measure faiss IVF/HNSW recall, latency, build, memory (slow)"
     )
     ap.add_argument("--hnsw-rows", type=int, default=300_000, help="build HNSW only up to this many rows")
+    ap.add_argument(
+        "--ann-data", choices=("both", "random", "clustered"), default="both", help="data sets for --ann"
+    )
+    ap.add_argument(
+        "--nlist", type=int, default=0, help="IVF cells for --ann (0: 4 sqrt(rows) rounded to a power of 2)"
+    )
     ap.add_argument("--skip-ray", action="store_true", help="skip measurement 2")
     ap.add_argument("--search-only", action="store_true", help="run measurement 3 only")
     ap.add_argument(
@@ -347,7 +353,7 @@ def bench_ann(args) -> dict:
         return c
 
     rows = []
-    for dname in ("random", "clustered"):
+    for dname in ("random", "clustered") if args.ann_data == "both" else (args.ann_data,):
         data = emb if dname == "random" else clustered()
         base = data[rng.integers(0, len(data), nq)].astype(np.float32)
         qs = base + 0.02 * (rng.random(base.shape, dtype=np.float32) - 0.5)
@@ -357,10 +363,11 @@ def bench_ann(args) -> dict:
         t0 = time.perf_counter()
         _, ex_rows = exact.search(qs, 10)
         rows.append({"data": dname, "index": "vidlab exact", "ms/query": 1e3 * (time.perf_counter() - t0) / nq,
-                     "recall@10": 1.0, "index MB": exact.bytes_per_query / 1e6})  # fmt: skip
+                     "recall@10": 1.0, "index MB": exact.bytes_per_query / 1e6,
+                     "serialized MB": exact.bytes_per_query / 1e6})  # fmt: skip
         del exact
         x32 = data.astype(np.float32)
-        nlist = int(min(4096, 2 ** round(np.log2(4 * np.sqrt(len(data))))))
+        nlist = args.nlist or int(min(4096, 2 ** round(np.log2(4 * np.sqrt(len(data))))))
         for kind in ("IVFFlat", "IVFSQ8", "HNSW32"):
             if kind == "HNSW32" and len(data) > args.hnsw_rows:
                 continue
@@ -383,6 +390,8 @@ def bench_ann(args) -> dict:
             index.add(x32)
             build_s = time.perf_counter() - t0
             mem = _rss_mb() - rss0
+            # what the index holds (codes, ids, centroids, graph), whatever reuse of freed memory did to RSS
+            stored_mb = faiss.serialize_index(index).nbytes / 1e6
             for knob in (8, 32, 128) if kind != "HNSW32" else (32, 128):
                 if kind == "HNSW32":
                     index.hnsw.efSearch = knob
@@ -398,6 +407,7 @@ def bench_ann(args) -> dict:
                     "recall@10": recall_at_k(an_rows, ex_rows),
                     "build s": build_s,
                     "index MB": mem,
+                    "serialized MB": stored_mb,
                 })  # fmt: skip
             del index
         del x32, data
@@ -473,7 +483,10 @@ def main(argv=None) -> int:
         if args.ann:
             figures["ann"] = ann = bench_ann(args)
             print()
-            print_table(ann["table"], ["data", "index", "ms/query", "recall@10", "build s", "index MB"])
+            print_table(
+                ann["table"],
+                ["data", "index", "ms/query", "recall@10", "build s", "index MB", "serialized MB"],
+            )
         figures["seconds"] = round(time.perf_counter() - t0, 1)
     emit_json(figures)
     return 0
