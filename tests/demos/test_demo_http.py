@@ -45,7 +45,9 @@ def served(tmp_path_factory):
     assert url.startswith("http://127.0.0.1:")
     from gradio_client import Client
 
-    client = Client(url, verbose=False)
+    # plain http on 127.0.0.1: certificates are never checked, and ssl_verify=True would make every httpx client
+    # gradio_client opens (one per downloaded gallery frame) load the CA bundle again (~60 ms of CPU each)
+    client = Client(url, verbose=False, ssl_verify=False)
     yield {"demo": demo, "url": url, "client": client, "cfg": cfg, "work": Path(work)}
     client.close() if hasattr(client, "close") else None
     demo.close()
