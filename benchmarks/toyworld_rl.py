@@ -204,6 +204,7 @@ def aggregate(per_seed: list[dict]) -> dict:
     ]
     return {
         "methods": methods,
+        "label_noise": label_noise_summary(per_seed),
         "ci95": ci,
         "per_kind": per_kind,
         "grpo_minus_uniform56": {
@@ -217,6 +218,36 @@ def aggregate(per_seed: list[dict]) -> dict:
         "targets": targets,
         "seed_rows": seeds,
     }
+
+
+def label_noise_summary(per_seed: list[dict]) -> dict:
+    """Per seed and kind: Direct labels whose initial 16 frames do not show the answer (lucky guesses) and their
+    share of the Direct labels, under the labels used (``after``: ``classify_views`` initial views) and under the
+    one-view rule on the same samples (``before``); ``n`` questions per kind, ``labels`` the labels used."""
+    out: dict = {}
+    for s in per_seed:
+        noise = s.get("label_noise") or {}
+        before = noise.get("single_view") or {}
+        row: dict = {"initial_views": noise.get("initial_views", 1)}
+        for k in (*KINDS, "all"):
+            if k not in noise:
+                continue
+            a, b = noise[k], before.get(k, {})
+            row[k] = {
+                "n": a["n"],
+                "labels": a.get("labels"),
+                "direct_without_evidence": {
+                    "before": b.get("direct_without_evidence"),
+                    "after": a["direct_without_evidence"],
+                },
+                "direct_noise": {"before": b.get("direct_noise"), "after": a.get("direct_noise")},
+                "direct_with_evidence": {
+                    "before": b.get("direct_with_evidence"),
+                    "after": a["direct_with_evidence"],
+                },
+            }
+        out[str(s["seed"])] = row
+    return out
 
 
 def plot_accuracy_vs_frames(agg: dict, png: pathlib.Path, n_seeds: int) -> pathlib.Path:
@@ -286,6 +317,15 @@ def main(argv=None) -> int:
         )
     print("grpo - uniform-56:", agg["grpo_minus_uniform56"])
     print("oracle (reader gate):", agg["oracle"])
+    for seed, row in agg["label_noise"].items():
+        print(
+            f"seed {seed} lucky Direct labels (before -> after, {row['initial_views']} initial views):",
+            {
+                k: f"{v['direct_without_evidence']['before']} -> {v['direct_without_evidence']['after']}"
+                for k, v in row.items()
+                if isinstance(v, dict)
+            },
+        )
     print("clip:", agg["clip"])
     print("targets:", agg["targets"])
     from vidlab.io import atomic_write_json
