@@ -49,8 +49,32 @@ SERIAL_GROUPS = {
 def pytest_configure(config):
     # registered here too, so that --strict-markers accepts it when pytest-xdist is not installed
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with its group")
+    config.pluginmanager.register(_GroupNodeIds(), "vidlab-xdist-group-node-ids")
 
 
+class _GroupNodeIds:
+    """pytest-xdist 3.8 tells the scheduler an item's group by appending "@group" to ``item._nodeid``; pytest
+    9.2 reads node ids from ``item._id``, so the suffix was lost and every group ran on both workers at once
+    (pytest-dev/pytest-xdist#1386). Runs after xdist's hook and writes the suffix where pytest reads it; a
+    no-op where xdist's own write took effect (older pytest, or a fixed xdist)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        if not config.getoption("loadgroup", False):  # set on xdist workers only, for --dist loadgroup
+            return
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            names = {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+            suffix = "@" + "_".join(sorted(names))
+            if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+                item._id = NodeId.parse(item.nodeid + suffix)
+
+
+@pytest.hookimpl(tryfirst=True)  # the group marks are in place before pytest-xdist reads them
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for group, member in SERIAL_GROUPS.items():
