@@ -146,3 +146,22 @@ def test_long_stretches_go_parallel_by_default(root):
         assert codes_of(got) == idx.tolist() and np.array_equal(got, serial.get_frames(idx))
         assert par.parallel_calls == 1 and len(par._lanes) == 2
         assert sum(lane.seeks for lane in par._lanes) == 2 and par.seeks == 0  # one seek per group, on lanes
+
+
+def test_targets_just_before_each_keyframe_still_split_for_the_lanes(root, always_parallel):
+    """249 then 250 is one serial run (decoding on through the keyframe costs nothing), yet two keyframe
+    intervals: the lanes take one each, decoding the same frames the serial plan decodes, exactly."""
+    path, n, _ = build(root, "h264_gop250")
+    with PyAVReader(path, workers=1) as serial:
+        keys = serial.index.keyframes
+        assert keys.size >= 2
+        k1 = int(keys[1])
+        idx = np.array([5, k1 - 1, k1, k1 + 20])
+        want = serial.get_frames(idx)
+        assert serial.seeks == len(plan_groups(idx, serial.index.keyframe_of(idx))) == 1
+        assert pyav_backend.keyframe_groups(serial.index.keyframe_of(idx)) == [(0, 2), (2, 4)]
+    with PyAVReader(path, workers=2) as par:
+        got = par.get_frames(idx)
+        assert codes_of(got) == idx.tolist() and np.array_equal(got, want)
+        assert par.parallel_calls == 1 and sum(lane.seeks for lane in par._lanes) == 2
+        assert par.stats()["decoded"] <= serial.decoded + 4  # no stretch decoded twice (+ reorder delay)

@@ -13,7 +13,7 @@ from a keyframe to a target, and frames after the target stay decodable for the 
 Set ``VIDLAB_PYAV_SKIP_NONREF=0`` to disable. Damaged files are read without skipping and with
 slice threading only, exactly as their index was built.
 
-A request that needs several seeks (targets in different keyframe intervals) is split into independent
+A request whose targets lie in several keyframe intervals is split, interval by interval, into independent
 groups that a few worker threads decode in parallel, each on its own lazily opened container (FFmpeg
 releases the GIL while decoding); ``VIDLAB_DECODE_WORKERS`` sets how many (1 disables).
 
@@ -56,7 +56,7 @@ def thread_types(index: StreamIndex) -> tuple[str, str]:
 
 
 SKIP_NONREF = os.environ.get("VIDLAB_PYAV_SKIP_NONREF", "1") != "0"
-# Parallel decoding of independent keyframe-interval groups (see decode_workers / plan_groups).
+# Parallel decoding of independent keyframe-interval groups (see decode_workers / keyframe_groups).
 MAX_DEFAULT_WORKERS = 4
 PARALLEL_THREADS = "SLICE"  # codec threading inside parallel workers (the workers already fill the cores) ...
 PARALLEL_THREAD_COUNT = 1  # ... so one codec thread each: slice threads there cost 10-60% more CPU
@@ -80,6 +80,18 @@ def plan_groups(indices: np.ndarray, keys: np.ndarray) -> list[tuple[int, int]]:
     after the previous target's successor (the serial planner would seek there), so runs decode independently."""
     breaks = np.flatnonzero(keys[1:] > indices[:-1] + 1) + 1
     bounds = [0, *breaks.tolist(), int(indices.size)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def keyframe_groups(keys: np.ndarray) -> list[tuple[int, int]]:
+    """Split sorted targets into ``[a, b)`` runs that share one keyframe (``keys``: each target's keyframe), for
+    the parallel lanes. Each run decodes from its keyframe to its last target: the frames the serial plan
+    decodes for those targets too (where it runs on through a keyframe instead of seeking, it decodes that
+    stretch anyway), so the split costs a seek per run and no extra decoding. Finer than ``plan_groups``:
+    uniform indices that land just before each keyframe (..., 249, 299, ... at GOP 250) form one serial
+    run, yet three independent ones here."""
+    breaks = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    bounds = [0, *breaks.tolist(), int(keys.size)]
     return list(zip(bounds[:-1], bounds[1:]))
 
 
@@ -262,7 +274,7 @@ class PyAVReader(VideoReader):
         out = np.empty((indices.size, height, width, 3), dtype=np.uint8)
         keys = self._index.keyframe_of(indices)
         if self.workers > 1 and indices.size > 1:
-            groups = plan_groups(indices, keys)
+            groups = keyframe_groups(keys)
             if len(groups) > 1:
                 work = sum(int(indices[b - 1] - keys[a]) + 1 for a, b in groups)  # frames to decode, at most
                 if work * width * height >= PARALLEL_MIN_WORK:
