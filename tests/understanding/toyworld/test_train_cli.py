@@ -76,6 +76,12 @@ def test_kill_mid_grpo_then_rerun_continues(tmp_path):
     assert "grpo:" in (out / "config.yaml").read_text()
     labels = [json.loads(ln) for ln in (out / "labels.jsonl").read_text().splitlines()]
     assert labels and all(r["classification"] in ("direct", "adaptive", "active", "filtered") for r in labels)
+    # the preset's 4 initial views per question, and the label noise under both rules
+    assert all(len(r["classification_info"]["acc_initial_views"]) == 4 for r in labels)
+    noise = json.loads((out / "label_noise.json").read_text())
+    assert (
+        noise["initial_views"] == 4 and noise["all"]["n"] == len(labels) == noise["single_view"]["all"]["n"]
+    )
 
     from understanding.policies import load_policy
 
