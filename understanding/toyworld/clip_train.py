@@ -96,8 +96,7 @@ def train_clip(
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
-    torch.set_num_threads(1)
-    cfg = cfg or ClipTrainConfig()
+    cfg = cfg or ClipTrainConfig()  # torch threads: the caller's (train.run sets ToyTrainConfig.threads)
     rng = np.random.default_rng(cfg.seed)
     clip = new_model(cfg.seed)
     model = clip.model.train()
