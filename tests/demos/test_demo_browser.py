@@ -56,6 +56,7 @@ def browser(tmp_path):
 
 
 def test_browser_edit_a_box_and_generate(browser, tmp_path):
+    from selenium.common.exceptions import ElementClickInterceptedException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -80,8 +81,12 @@ def test_browser_edit_a_box_and_generate(browser, tmp_path):
     _, url, _ = launch(demo, cfg, prevent_thread_lock=True)
     try:
         wait = WebDriverWait(browser, 240)
+        # a click retried while Gradio's translucent status overlay still covers the button (page load, or a
+        # slow event on a loaded machine): "clickable" means displayed and enabled, not uncovered
+        clicks = WebDriverWait(browser, 240, ignored_exceptions=(ElementClickInterceptedException,))
         browser.get(url)
-        wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#gen-plan"))).click()
+        wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#gen-plan")))
+        clicks.until(lambda d: d.find_element(By.CSS_SELECTOR, "#gen-plan").click() or True)
         # the planner fills the table: two subject rows
         wait.until(lambda d: "blue dog" in d.find_element(By.CSS_SELECTOR, "#gen-boxes").text)
         # edit x1 of the first row (columns: subject, t, x0, y0, x1, y1): the first subject's box ends at 0.3
@@ -95,7 +100,7 @@ def test_browser_edit_a_box_and_generate(browser, tmp_path):
         wait.until(
             lambda d: d.find_element(By.CSS_SELECTOR, f"{cell} span[data-editable]").text.strip() == "0.3"
         )
-        browser.find_element(By.CSS_SELECTOR, "#gen-run").click()
+        clicks.until(lambda d: d.find_element(By.CSS_SELECTOR, "#gen-run").click() or True)
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#gen-video video[src]"))
         src = browser.find_element(By.CSS_SELECTOR, "#gen-video video[src]").get_attribute("src")
         assert src.startswith(url.rstrip("/"))  # served by the app itself
