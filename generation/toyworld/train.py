@@ -76,13 +76,13 @@ class TrainConfig:
         default_factory=lambda: {"single": 0.6, "motion": 0.1, "relation": 0.2, "count": 0.1}
     )
     # stage 3: decoder refinement with the encoder frozen (0: none)
-    vae_dec_steps: int = 3000
+    vae_dec_steps: int = 1500
     vae_dec_lr: float = 1e-3
     # Gaussian noise added to the frozen encoder's latents in stage 3, as a fraction of each channel's std in the
     # batch: the decoder learns to draw a crisp shape from a slightly-off latent, as the transformer's are
     vae_dec_noise: float = 0.1
     # stage 4: transformer + text encoder
-    dit_steps: int = 9000
+    dit_steps: int = 5000
     dit_batch: int = 16
     dit_lr: float = 1e-3
     dit_sigma_shift: float = 1.0  # training noise levels: shift 1 = uniform (30% below 0.3, where edges form)

@@ -89,8 +89,12 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
-    def run(out: Path, ckpt: Path, *extra: str) -> subprocess.CompletedProcess:
+def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
+    """The kill is a real SIGKILL of a real ``python -m generation.toyworld.cli`` process; the runs after it
+    call the same command in this process (its entry point with its error handling), which saves six
+    interpreter start-ups of torch + diffusers."""
+
+    def killed_run(out: Path, ckpt: Path, *extra: str) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "generation.toyworld.cli", "--out", str(out), "--no-progress"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         return subprocess.run(
@@ -102,7 +106,17 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
             timeout=600,
         )
 
-    killed = run(tmp_path / "a", tmp_path / "ca", "kill_after=dit:2")
+    def run(out: Path, ckpt: Path, *extra: str) -> subprocess.CompletedProcess:
+        from generation.toyworld.cli import train_main
+        from vidlab.errors import run_command
+
+        capsys.readouterr()
+        argv = ["--out", str(out), "--no-progress", *TINY, f"ckpt_dir={ckpt}", *extra]
+        rc = run_command("vidlab train-gen-toyworld", train_main, argv)
+        cap = capsys.readouterr()
+        return subprocess.CompletedProcess(argv, rc, cap.out, cap.err)
+
+    killed = killed_run(tmp_path / "a", tmp_path / "ca", "kill_after=dit:2")
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert not (tmp_path / "a").exists()
     from vidlab.io import load_checkpoint
