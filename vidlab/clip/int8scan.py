@@ -1,13 +1,10 @@
 """The int8 first pass of ``ExactScorer``: a numba kernel that streams int8 codes at memory speed.
 
-Why a module of its own: the dot product is written in LLVM IR (a numba intrinsic) with 32-lane vectors,
-so that on AVX2 every 32 codes cost one ``vpsignb``, one ``vpmaddubsw`` and one ``vpmaddwd`` on 256-bit
-registers: the query is int8 too (127 levels a side), its signs moved onto the codes so that ``vpmaddubsw``
-multiplies unsigned ``|q|`` by signed codes with no saturation (a pair sums to at most 2 * 127 * 127).
-That is half the instructions per byte of sign-extending the codes to int16 first (the previous kernel,
-1.3-1.5x its read floor), and numba's own vectoriser picks 128-bit lanes for the same loop.
-``kernel_instructions()`` counts those instructions in the compiled code, so a test can check that the
-kernel really is the SIMD one on this machine.
+Why a module of its own: the dot product is written in LLVM IR (a numba intrinsic) with 16-lane vectors,
+so that on AVX2 every 16 codes cost one ``vpmovsxbw`` and one ``vpmaddwd`` (16 int8 x int16 products
+summed pairwise into int32 lanes) on 256-bit registers; numba's own vectoriser picks 128-bit lanes for
+the same loop (measured 1.5x slower). ``kernel_instructions()`` counts those instructions in the
+compiled code, so a test can check that the kernel really is the SIMD one on this machine.
 
 Per row ``r`` the scan computes ``acc_r = sum_i codes[r, i] * qq[i]`` exactly in int32 (no overflow:
 ``D * 127 * levels < 2**31``, see ``query_levels``), then the score estimate ``approx = acc_r * scale_r * t``
@@ -34,20 +31,16 @@ _KERNELS: dict[str, Any] | None = None
 
 
 def query_levels(dim: int) -> int:
-    """Quantisation levels each side for the int8 query of dimension ``dim``: 127 (the most ``vpmaddubsw``
-    takes without saturating: two products of 127 x 127 sum to 32258 < 2**15), fewer only where the int32
-    sum could overflow (``dim * 127 * levels >= 2**31``, beyond 133,000 dimensions)."""
-    return int(min(127, (2**31 - 1) // (127 * max(1, dim))))
+    """Quantisation levels each side for an int16 query of dimension ``dim``, so int32 never overflows."""
+    return int(min(32767, (2**31 - 1) // (127 * max(1, dim))))
 
 
 def _dot_intrinsic() -> Any:
-    """A numba intrinsic ``dot(codes_addr, q_addr, qabs_addr, chunks) -> int32``: the int8 x int8 dot
-    product of ``32 * chunks`` elements, written in LLVM IR with 32-lane vectors. With AVX2 each chunk of 32
-    codes costs ``vpsignb`` (the query's signs onto the codes), ``vpmaddubsw`` (|q| as unsigned bytes times
-    the signed codes, adjacent pairs summed into 16 int16 lanes: exact, as |pair| <= 2 * 127 * 127) and
-    ``vpmaddwd`` by ones (pairs into 8 int32 lanes): three operations per 32 bytes, half the work of
-    sign-extending to int16 first. Without AVX2, portable ``<32 x i32>`` multiply-adds that LLVM lowers for
-    the host."""
+    """A numba intrinsic ``dot(codes_addr, q_addr, chunks) -> int32``: the int8 x int16 dot product of
+    ``16 * chunks`` elements, written in LLVM IR with 16-lane vectors. With AVX2 each chunk is one
+    ``vpmaddwd`` (``llvm.x86.avx2.pmadd.wd``: 16 int16 products summed pairwise into 8 int32 lanes) after
+    one ``vpmovsxbw``; without it, portable ``<16 x i32>`` multiply-adds that LLVM lowers for the host.
+    (numba's own loop vectoriser picks 128-bit lanes for this loop: half the throughput.)"""
     import llvmlite.binding as llvm
     from llvmlite import ir
     from numba import types
@@ -57,35 +50,26 @@ def _dot_intrinsic() -> Any:
     avx2 = bool(llvm.get_host_cpu_features().get("avx2", False))
 
     @intrinsic
-    def dot_i8_i8(typingctx, caddr, qaddr, qabsaddr, chunks):
-        sig = types.int32(types.uintp, types.uintp, types.uintp, types.intp)
+    def dot_i8_i16(typingctx, caddr, qaddr, chunks):
+        sig = types.int32(types.uintp, types.uintp, types.intp)
 
         def codegen(context, builder, signature, args):
-            c, q, qa, n = args
+            c, q, n = args
             i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
-            v32i8, v16i16 = ir.VectorType(i8, 32), ir.VectorType(i16, 16)
-            acc_t = ir.VectorType(i32, 8 if avx2 else 32)
-            cp = builder.inttoptr(c, v32i8.as_pointer())
-            qp = builder.inttoptr(q, v32i8.as_pointer())
-            qap = builder.inttoptr(qa, v32i8.as_pointer())
-            mod = builder.module
-
-            def x86(name, ret, params):
-                return mod.globals.get(name) or ir.Function(mod, ir.FunctionType(ret, params), name)
-
+            v16i8, v16i16 = ir.VectorType(i8, 16), ir.VectorType(i16, 16)
+            acc_t = ir.VectorType(i32, 8 if avx2 else 16)
+            cp = builder.inttoptr(c, v16i8.as_pointer())
+            qp = builder.inttoptr(q, v16i16.as_pointer())
             if avx2:
-                psign = x86("llvm.x86.avx2.psign.b", v32i8, [v32i8, v32i8])
-                maddubs = x86("llvm.x86.avx2.pmadd.ub.sw", v16i16, [v32i8, v32i8])
-                maddwd = x86("llvm.x86.avx2.pmadd.wd", acc_t, [v16i16, v16i16])
-                ones = ir.Constant(v16i16, [1] * 16)
+                mod = builder.module
+                name = "llvm.x86.avx2.pmadd.wd"
+                fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(acc_t, [v16i16, v16i16]), name)
             acc = cgutils.alloca_once_value(builder, ir.Constant(acc_t, None))
             with cgutils.for_range(builder, n) as loop:
                 cv = builder.load(builder.gep(cp, [loop.index]), align=1)
-                qv = builder.load(builder.gep(qp, [loop.index]), align=1)
+                qv = builder.load(builder.gep(qp, [loop.index]), align=2)
                 if avx2:
-                    qav = builder.load(builder.gep(qap, [loop.index]), align=1)
-                    pairs = builder.call(maddubs, [qav, builder.call(psign, [cv, qv])])
-                    m = builder.call(maddwd, [pairs, ones])
+                    m = builder.call(fn, [builder.sext(cv, v16i16), qv])
                 else:
                     m = builder.mul(builder.sext(cv, acc_t), builder.sext(qv, acc_t))
                 builder.store(builder.add(builder.load(acc), m), acc)
@@ -97,7 +81,7 @@ def _dot_intrinsic() -> Any:
 
         return sig, codegen
 
-    return dot_i8_i8
+    return dot_i8_i16
 
 
 def _build() -> dict[str, Any]:
@@ -105,51 +89,47 @@ def _build() -> dict[str, Any]:
 
     from numba import njit
 
-    dot_i8_i8 = _dot_intrinsic()
+    dot_i8_i16 = _dot_intrinsic()
 
     @njit(cache=True, boundscheck=False, nogil=True)
-    def dot_rows(codes, qq, qabs, a, b, out):  # pragma: no cover - compiled
-        """``out[r - a] = sum_i codes[r, i] * qq[i]`` (int32) for rows ``a <= r < b`` (C-contiguous);
-        ``qabs = |qq|`` (uint8), ``qq`` int8 in [-127, 127]."""
+    def dot_rows(codes, qq, a, b, out):  # pragma: no cover - compiled
+        """``out[r - a] = sum_i codes[r, i] * qq[i]`` (int32) for rows ``a <= r < b`` (C-contiguous)."""
         d = codes.shape[1]
-        chunks = d // 32
+        chunks = d // 16
         base = codes.ctypes.data
         qaddr = qq.ctypes.data
-        qabs_addr = qabs.ctypes.data
         for r in range(a, b):
-            s = dot_i8_i8(base + r * d, qaddr, qabs_addr, chunks)
-            for i in range(32 * chunks, d):  # the tail of a dimension that is no multiple of 32
+            s = dot_i8_i16(base + r * d, qaddr, chunks)
+            for i in range(16 * chunks, d):  # the tail of a dimension that is no multiple of 16
                 s = np.int32(s + np.int32(np.int32(codes[r, i]) * np.int32(qq[i])))
             out[r - a] = s
 
     @njit(cache=True, boundscheck=False, nogil=True)
-    def scan(codes, qq, qabs, scale, l1, t, qsum, k, cand_rows, cand_hi):  # pragma: no cover - compiled
+    def scan(codes, qq, scale, l1, t, qsum, k, cand_rows, cand_hi):  # pragma: no cover - compiled
         """One pass; returns ``(kth_lo, n_candidates)``; candidates (row, upper bound) in ``cand_*``."""
         n = codes.shape[0]
         block = 2048
         acc = np.empty(block, np.int32)
         heap = [-np.inf] * k
-        thr = -np.inf  # heap[0], kept in a register: it changes only when the heap does
         half_t = 0.5 * t
         half_tq = 0.5 * t * qsum
         nc = 0
         for a in range(0, n, block):
             b = min(n, a + block)
-            dot_rows(codes, qq, qabs, a, b, acc)
+            dot_rows(codes, qq, a, b, acc)
             for r in range(a, b):
                 s = np.float64(scale[r])
                 approx = np.float64(acc[r - a]) * s * t
                 err = half_t * np.float64(l1[r]) + half_tq * s + 1e-6 + 1e-6 * abs(approx)
                 hi = approx + err
-                if hi >= thr:
+                if hi >= heap[0]:
                     cand_rows[nc] = r
                     cand_hi[nc] = hi
                     nc += 1
                     lo = approx - err
-                    if lo > thr:
+                    if lo > heap[0]:
                         heapq.heapreplace(heap, lo)
-                        thr = heap[0]
-        return thr, nc
+        return heap[0], nc
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def read_floor(codes, scale, l1):  # pragma: no cover - compiled
@@ -205,9 +185,8 @@ def quantize_rows(emb: np.ndarray, chunk: int = 8192) -> tuple[np.ndarray, np.nd
 
 
 def kernel_instructions() -> dict[str, int]:
-    """Counts of the SIMD instructions in the compiled ``dot_rows`` (a check that it vectorised): ``vpsignb``,
-    ``vpmaddubsw`` (packed u8 x s8 multiply-add), ``vpmaddwd`` (int16 pairs into int32), and the
-    instructions of slower loops (``vpmovsxbw`` sign extension, ``vpmulld``/``vpmuludq`` int32 multiplies)."""
+    """Counts of the SIMD instructions in the compiled ``dot_rows`` (a check that it vectorised):
+    ``vpmaddwd`` (packed int16 multiply-add), ``vpmulld`` (packed int32 multiply) and ``vpmuludq``/``imul``."""
     k = kernels()
     if k is None:
         return {}
@@ -215,11 +194,9 @@ def kernel_instructions() -> dict[str, int]:
 
     # a fresh, uncached compile of the same function: numba cannot show the assembly of cached code
     dot = njit(boundscheck=False, nogil=True)(k["dot_rows"].py_func)
-    dot(
-        np.zeros((4, 32), np.int8), np.zeros(32, np.int8), np.zeros(32, np.uint8), 0, 4, np.zeros(4, np.int32)
-    )
+    dot(np.zeros((4, 16), np.int8), np.zeros(16, np.int16), 0, 4, np.zeros(4, np.int32))
     asm = "\n".join(dot.inspect_asm().values())
-    names = ("vpsignb", "vpmaddubsw", "vpmaddwd", "vpmovsxbw", "vpmulld", "vpmuludq")
+    names = ("vpmaddwd", "vpmovsxbw", "vpmulld", "vpmuludq")
     ops = [line.split() for line in asm.splitlines() if line.strip()]
     return {
         f"{n} {w}": sum(1 for o in ops if o[0] == n and o[-1].startswith(f"%{w}"))

@@ -43,8 +43,8 @@ class ExactScorer:
     """Exact top-k by inner product (cosine for unit vectors) over the stored (fp16 or fp32) embeddings.
 
     With numba (the ``ann`` extra) a memory-bandwidth-bound int8 scan finds the candidates: rows are stored
-    as int8 codes with a per-row scale (half the bytes of fp16), the query as int8 (127 levels), and for every
-    row the scan's score comes with a proven error bound ``e_r = scale_r/2 * ||q||_1' + t/2 * ||x_r||_1`` (t: the
+    as int8 codes with a per-row scale (half the bytes of fp16), the query as int16, and for every row the
+    scan's score comes with a proven error bound ``e_r = scale_r/2 * ||q||_1' + t/2 * ||x_r||_1`` (t: the
     query's step). Every row whose upper bound reaches the k-th best lower bound is rescored in float64 from
     the *stored* vectors, so the result is the exact top-k of the stored data (ties broken by the lower row
     id), whatever the quantization did: near-ties are settled by the rescoring, never by int8 codes.
@@ -65,7 +65,7 @@ class ExactScorer:
         kern = kernels() if backend in (None, "int8") else None
         if backend == "int8" and kern is None:
             raise ImportError("the int8 scan needs numba: pip install 'vidlab[ann]'")
-        self.backend = "int8" if kern is not None and query_levels(self.dim) >= 64 else "torch"
+        self.backend = "int8" if kern is not None and query_levels(self.dim) >= 127 else "torch"
         self.last_candidates = 0
         if self.backend == "int8":
             assert kern is not None
@@ -109,11 +109,10 @@ class ExactScorer:
         if qmax == 0.0:  # every score is 0: the first k rows
             return np.zeros(k, np.float32), np.arange(k, dtype=np.int64)
         t = qmax / self.levels
-        qq = np.rint(q.astype(np.float64) / t).astype(np.int8)  # |qq| <= levels <= 127
-        qabs = np.abs(qq).astype(np.uint8)
-        qsum = float(qabs.astype(np.int64).sum())
+        qq = np.rint(q.astype(np.float64) / t).astype(np.int16)
+        qsum = float(np.abs(qq.astype(np.int64)).sum())
         kth_lo, nc = self._scan(
-            self.codes, qq, qabs, self.scale, self.l1, t, qsum, k, self._cand_rows, self._cand_hi
+            self.codes, qq, self.scale, self.l1, t, qsum, k, self._cand_rows, self._cand_hi
         )
         cand = self._cand_rows[:nc][self._cand_hi[:nc] >= kth_lo]
         self.last_candidates = int(cand.size)
