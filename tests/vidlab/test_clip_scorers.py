@@ -175,6 +175,7 @@ def test_kernel_runs_as_256_bit_simd_on_an_avx2_machine():
     ins = kernel_instructions()
     assert ins["vpmaddwd ymm"] >= 1 and ins["vpmovsxbw ymm"] >= 1
     assert ins["vpmaddwd xmm"] == 0 and ins["vpmulld ymm"] == 0  # not numba's 128-bit or int32-multiply loop
+    assert ins["prefetch"] >= 1  # the codes are prefetched ahead of the multiply-adds
 
 
 def test_bytes_per_query_counts_what_the_first_pass_reads():

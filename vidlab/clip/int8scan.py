@@ -26,6 +26,10 @@ from typing import Any
 import numpy as np
 
 ROW_BYTES_EXTRA = 8  # scale + l1, float32 each, read per row beside the D code bytes
+# Software prefetch distance (bytes ahead of the codes being multiplied). Measured in one run (1M x 512, 15
+# queries, load 7): on-CPU time over the read floor 1.41 without, 1.24 with (bare dot products 1.08): the
+# loop's arithmetic otherwise limits how many cache-line reads one core keeps in flight.
+PREFETCH_AHEAD = 2048
 
 _KERNELS: dict[str, Any] | None = None
 
@@ -65,7 +69,18 @@ def _dot_intrinsic() -> Any:
                 name = "llvm.x86.avx2.pmadd.wd"
                 fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(acc_t, [v16i16, v16i16]), name)
             acc = cgutils.alloca_once_value(builder, ir.Constant(acc_t, None))
+            # software prefetch PREFETCH_AHEAD bytes ahead (non-temporal: the codes are read once per query)
+            i8p = ir.IntType(8).as_pointer()
+            pf_name = "llvm.prefetch.p0"
+            pf = builder.module.globals.get(pf_name) or ir.Function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), pf_name
+            )
+            step = ir.Constant(n.type, 16)
+            ahead_bytes = ir.Constant(n.type, PREFETCH_AHEAD)
             with cgutils.for_range(builder, n) as loop:
+                at = builder.add(builder.mul(loop.index, step), ahead_bytes)
+                ahead = builder.gep(builder.bitcast(cp, i8p), [at])
+                builder.call(pf, [ahead, ir.Constant(i32, 0), ir.Constant(i32, 0), ir.Constant(i32, 1)])
                 cv = builder.load(builder.gep(cp, [loop.index]), align=1)
                 qv = builder.load(builder.gep(qp, [loop.index]), align=2)
                 if avx2:
@@ -186,7 +201,8 @@ def quantize_rows(emb: np.ndarray, chunk: int = 8192) -> tuple[np.ndarray, np.nd
 
 def kernel_instructions() -> dict[str, int]:
     """Counts of the SIMD instructions in the compiled ``dot_rows`` (a check that it vectorised):
-    ``vpmaddwd`` (packed int16 multiply-add), ``vpmulld`` (packed int32 multiply) and ``vpmuludq``/``imul``."""
+    ``vpmaddwd`` (packed int16 multiply-add), ``vpmulld`` (packed int32 multiply) and ``vpmuludq``/``imul``,
+    and ``prefetch`` (software prefetch instructions)."""
     k = kernels()
     if k is None:
         return {}
@@ -196,10 +212,14 @@ def kernel_instructions() -> dict[str, int]:
     dot = njit(boundscheck=False, nogil=True)(k["dot_rows"].py_func)
     dot(np.zeros((4, 16), np.int8), np.zeros(16, np.int16), 0, 4, np.zeros(4, np.int32))
     asm = "\n".join(dot.inspect_asm().values())
+    prefetches = sum(1 for line in asm.splitlines() if line.strip().startswith("prefetch"))
     names = ("vpmaddwd", "vpmovsxbw", "vpmulld", "vpmuludq")
     ops = [line.split() for line in asm.splitlines() if line.strip()]
     return {
-        f"{n} {w}": sum(1 for o in ops if o[0] == n and o[-1].startswith(f"%{w}"))
-        for n in names
-        for w in ("ymm", "xmm")
+        "prefetch": prefetches,
+        **{
+            f"{n} {w}": sum(1 for o in ops if o[0] == n and o[-1].startswith(f"%{w}"))
+            for n in names
+            for w in ("ymm", "xmm")
+        },
     }
