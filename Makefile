@@ -30,7 +30,7 @@ quickstart: venv
 	$(BIN)/vidlab synth $(OUT)/synthetic.mp4 --frames 240 --fps 24 --width 320 --height 180 --seed 0
 	$(BIN)/vidlab contact-sheet $(OUT)/synthetic.mp4 --out $(OUT)/contact_sheet.png --frames 16
 	# Comp-Attn on the small Wan trained on the coloured-shapes world (generation/toyworld/weights)
-	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld --out $(OUT)/generate --attention-maps
+	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --out $(OUT)/generate --attention-maps
 	# VideoBrain's trained toy policy + toy CLIP (understanding/toyworld/weights) on synthetic long videos
 	$(BIN)/vidlab toyworld-data $(OUT)/toyworld 4
 	$(BIN)/vidlab qa --video $(OUT)/toyworld/test/videos/200000.mp4 --question "What colour was the triangle?" \

@@ -248,7 +248,7 @@ def test_default_preset_serves_the_trained_toy_models(tmp_path):
     from vidlab.config import resolve
 
     cfg = resolve(DemoConfig, "demo", [])
-    assert cfg.generation.preset == "generate/toyworld" and cfg.qa.policy == "toy:shipped"
+    assert cfg.generation.preset == "generate/toyworld-calibrated" and cfg.qa.policy == "toy:shipped"
     work = WorkArea(tmp_path)
     gen = GenerationService(cfg.generation, work)
     assert gen.model_name == "toyworld"
