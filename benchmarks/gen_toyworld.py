@@ -43,7 +43,6 @@ from _common import emit_json, print_table  # noqa: E402
 
 KEYS = ("presence", "presence_colour", "relation", "swapped", "count", "iou", "iou_real")
 SINGLE_KEYS = ("presence", "presence_colour", "toward", "on_side", "found")
-GATE_THRESHOLDS = {"vae_roundtrip": 0.9, "single_presence": 0.8}
 
 
 # ---- summaries -----------------------------------------------------------------------------------------
@@ -123,61 +122,11 @@ def best_value(rows: list[dict], score) -> float:
 
 
 # ---- gates ---------------------------------------------------------------------------------------------
-def _vae_roundtrip_fallback(pipe: Any, quick: bool, n_frames: int) -> dict[str, Any]:
-    """Until generation.toyworld.gates lands: clean single-subject renders through the VAE, the share of frames
-    where the detector still finds the caption's colour+shape, per frame position (the gate value is the minimum)."""
-    import torch
-
-    from generation.toyworld.detect import detect_video
-    from generation.toyworld.splits import single_prompts
-    from generation.toyworld.world import WorldConfig, parse_caption, render, scene_for_caption
-
-    caps = single_prompts()[:: 4 if quick else 1]
-    cfg = WorldConfig(frames=n_frames)
-    hits = []
-    for i, cap in enumerate(caps):
-        clip = render(scene_for_caption(cap, np.random.default_rng(20_000 + i), cfg))
-        x = torch.from_numpy(clip).permute(3, 0, 1, 2)[None].float() / 127.5 - 1.0
-        with torch.no_grad():
-            y = pipe.vae.decode(pipe.vae.encode(x).latent_dist.mean).sample[0].permute(1, 2, 3, 0)
-        back = ((y.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).numpy()
-        subj = parse_caption(cap).subjects[0]
-        hits.append(
-            [any(d.colour == subj[0] and d.shape == subj[1] for d in fr) for fr in detect_video(back)]
-        )
-    per_pos = np.mean(np.array(hits, dtype=float), axis=0)
-    return {
-        "value": round(float(per_pos.min()), 4),
-        "per_frame_position": [round(float(v), 4) for v in per_pos],
-        "clips": len(caps),
-        "source": "benchmark fallback (generation.toyworld.gates not found)",
-    }
-
-
 def gates(pipe: Any, sampling: Any, quick: bool) -> dict[str, Any]:
-    """The gates, reported before any Comp-Attn figure (A1's generation.toyworld.gates, the one implementation):
+    """The gates, reported before any Comp-Attn figure (``generation.toyworld.gates``, the one implementation):
     the VAE round trip (worst frame position) and the base model's single-subject presence on unseen seeds."""
-    import importlib
+    from generation.toyworld import gates as g
 
-    try:
-        g: Any = importlib.import_module("generation.toyworld.gates")
-    except ImportError:
-        g = None
-    if g is None:
-        vae = _vae_roundtrip_fallback(pipe, quick, sampling.frames)
-        return {
-            "vae_roundtrip": {
-                **vae,
-                "threshold": GATE_THRESHOLDS["vae_roundtrip"],
-                "passed": vae["value"] >= 0.9,
-            },
-            "single_presence": {
-                "value": None,
-                "threshold": 0.8,
-                "passed": False,
-                "source": "gates.py missing",
-            },
-        }
     size = sampling.height
     v = g.vae_roundtrip(pipe.vae, n_per_caption=1 if quick else 2, size=size, frames=sampling.frames)
     caps = None
