@@ -11,8 +11,7 @@ Three measurements, each side by side in one run, printed as ratios:
    ExactScorer (int8 SIMD scan + exact rescoring) next to torch fp16, numpy fp32 BLAS and faiss IndexFlatIP,
    and next to its own read floor (a pass that merely touches the bytes the scan reads), query by query in
    one run; the figure is the median of the paired ratios scan / floor. Target <= 1.3x.
-   ``--ann``: faiss IVFFlat, IVF-SQ8 (and HNSW up to ``--hnsw-rows``) against exact search on random and
-   clustered rows: recall@10, latency, build time, memory.
+   Approximate search (faiss IVF / HNSW) at corpus scale against this exact search: ``benchmarks/ann.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # One thread per process for every native pool (BLAS, OpenMP, ffmpeg via OMP): Ray gives its actors
@@ -38,7 +37,7 @@ EPILOG = """examples:
   python benchmarks/clip_index.py --quick          # < 60 s
   python benchmarks/clip_index.py                  # larger videos, more rounds
   python benchmarks/clip_index.py --search-only --quick   # measurement 3 only
-  python benchmarks/clip_index.py --search-only --ann --rows 1000000
+  python benchmarks/ann.py --rows 1000000                 # faiss IVF / HNSW vs exact search
 """
 
 
@@ -47,16 +46,6 @@ def _extra(ap):
         "--model", default="vidlab-tiny", help="CLIP spec used for 1 and 2 (default: tiny built-in)"
     )
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows for the exact-search measurement")
-    ap.add_argument(
-        "--ann", action="store_true", help="also measure faiss IVF/HNSW recall, latency, build, memory (slow)"
-    )
-    ap.add_argument("--hnsw-rows", type=int, default=300_000, help="build HNSW only up to this many rows")
-    ap.add_argument(
-        "--ann-data", choices=("both", "random", "clustered"), default="both", help="data sets for --ann"
-    )
-    ap.add_argument(
-        "--nlist", type=int, default=0, help="IVF cells for --ann (0: 4 sqrt(rows) rounded to a power of 2)"
-    )
     ap.add_argument("--skip-ray", action="store_true", help="skip measurement 2")
     ap.add_argument("--search-only", action="store_true", help="run measurement 3 only")
     ap.add_argument(
@@ -326,104 +315,6 @@ def bench_search(args) -> dict:
     return res
 
 
-def bench_ann(args) -> dict:
-    """faiss IVF / HNSW (the ``ann`` extra) against vidlab's exact search: recall@10, latency, build, memory.
-
-    Two data sets of the same size: the random unit rows (no structure: the worst case for IVF) and
-    clustered rows (scenes of near-duplicate frames, like real frame embeddings). Queries are rows plus
-    a little noise. Latency is one query at a time on ``--threads`` cores."""
-    import faiss
-
-    from vidlab.clip.scorers import ExactScorer, recall_at_k
-
-    faiss.omp_set_num_threads(args.threads)
-    emb = random_unit_fp16(args.rows, 512)
-    out: dict = {"rows": len(emb), "threads": args.threads, "loadavg_before": _load()}
-    rng = np.random.default_rng(2)
-    nq = 30
-    n_scenes = max(100, len(emb) // 500)
-    centres = random_unit_fp16(n_scenes, 512, seed=3).astype(np.float32)
-
-    def clustered() -> np.ndarray:
-        c = np.empty_like(emb)
-        for a in range(0, len(emb), 131072):
-            m = min(131072, len(emb) - a)
-            x = centres[rng.integers(0, n_scenes, m)] + 0.03 * (rng.random((m, 512), dtype=np.float32) - 0.5)
-            c[a : a + m] = x / np.linalg.norm(x, axis=1, keepdims=True)
-        return c
-
-    rows = []
-    for dname in ("random", "clustered") if args.ann_data == "both" else (args.ann_data,):
-        data = emb if dname == "random" else clustered()
-        base = data[rng.integers(0, len(data), nq)].astype(np.float32)
-        qs = base + 0.02 * (rng.random(base.shape, dtype=np.float32) - 0.5)
-        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
-        exact = ExactScorer(data)
-        exact.search(qs[0], 10)
-        t0 = time.perf_counter()
-        _, ex_rows = exact.search(qs, 10)
-        rows.append({"data": dname, "index": "vidlab exact", "ms/query": 1e3 * (time.perf_counter() - t0) / nq,
-                     "recall@10": 1.0, "index MB": exact.bytes_per_query / 1e6,
-                     "serialized MB": exact.bytes_per_query / 1e6})  # fmt: skip
-        del exact
-        x32 = data.astype(np.float32)
-        nlist = args.nlist or int(min(4096, 2 ** round(np.log2(4 * np.sqrt(len(data))))))
-        for kind in ("IVFFlat", "IVFSQ8", "HNSW32"):
-            if kind == "HNSW32" and len(data) > args.hnsw_rows:
-                continue
-            rss0 = _rss_mb()
-            t0 = time.perf_counter()
-            index: Any
-            if kind == "HNSW32":
-                index = faiss.IndexHNSWFlat(512, 32, faiss.METRIC_INNER_PRODUCT)
-                index.hnsw.efConstruction = 40
-            else:
-                quant = faiss.IndexFlatIP(512)
-                index = (
-                    faiss.IndexIVFFlat(quant, 512, nlist, faiss.METRIC_INNER_PRODUCT)
-                    if kind == "IVFFlat"
-                    else faiss.IndexIVFScalarQuantizer(
-                        quant, 512, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
-                    )
-                )
-                index.train(x32[np.sort(rng.choice(len(x32), min(len(x32), 32 * nlist), replace=False))])
-            index.add(x32)
-            build_s = time.perf_counter() - t0
-            mem = _rss_mb() - rss0
-            # what the index holds (codes, ids, centroids, graph), whatever reuse of freed memory did to RSS
-            stored_mb = faiss.serialize_index(index).nbytes / 1e6
-            for knob in (8, 32, 128) if kind != "HNSW32" else (32, 128):
-                if kind == "HNSW32":
-                    index.hnsw.efSearch = knob
-                else:
-                    index.nprobe = knob
-                index.search(qs[:1], 10)
-                t0 = time.perf_counter()
-                an_rows = np.concatenate([index.search(q[None], 10)[1] for q in qs])
-                rows.append({
-                    "data": dname,
-                    "index": f"{kind} " + ("efSearch" if kind == "HNSW32" else f"nlist {nlist} nprobe") + f" {knob}",
-                    "ms/query": 1e3 * (time.perf_counter() - t0) / nq,
-                    "recall@10": recall_at_k(an_rows, ex_rows),
-                    "build s": build_s,
-                    "index MB": mem,
-                    "serialized MB": stored_mb,
-                })  # fmt: skip
-            del index
-        del x32, data
-    out["table"] = rows
-    out["loadavg_after"] = _load()
-    return out
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _print_clip_sample(cs: dict) -> None:
     print_table(
         [{"path": "reference (decode+embed)", "ms/call": cs["reference_ms_per_call"]},
@@ -480,13 +371,6 @@ def main(argv=None) -> int:
             f"rows rescored: median {se['rows_rescored']['median']:.0f}; "
             f"load average before/after {se['loadavg_before_after']}"
         )
-        if args.ann:
-            figures["ann"] = ann = bench_ann(args)
-            print()
-            print_table(
-                ann["table"],
-                ["data", "index", "ms/query", "recall@10", "build s", "index MB", "serialized MB"],
-            )
         figures["seconds"] = round(time.perf_counter() - t0, 1)
     emit_json(figures)
     return 0
