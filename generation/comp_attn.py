@@ -30,7 +30,7 @@ from generation.errors import (  # re-exported: callers import them from here
     NoSubjectsWarning,
     PromptTruncatedWarning,
 )
-from generation.subjects import SubjectNotFoundError
+from generation.subjects import SubjectNotFoundError, model_text_length
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -467,7 +467,11 @@ class CompAttn:
 
         grid = TokenGrid.of(pipe)
         height, width, num_frames = self._geometry(kw, grid)
-        max_len = int(kw.pop("max_sequence_length", cfg.max_sequence_length))
+        max_len = int(
+            kw.pop("max_sequence_length", None)
+            or cfg.max_sequence_length
+            or model_text_length(pipe.tokenizer)
+        )
         if not cfg.enabled:  # plain diffusers: any prompt batch, layout only reported back
             lay = layout.layout if isinstance(layout, PreparedInputs) else None
             if isinstance(prompt, str):

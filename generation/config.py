@@ -74,8 +74,9 @@ class CompAttnConfig:
     lam: LAMConfig = field(default_factory=LAMConfig)
     capture_attention: bool = False  # keep per-step subject cross-attention maps (costs time)
     capture_blocks: list[int] | None = None  # blocks to average maps over; None = all
-    # Wan's text length (prompt tokens, zero-padded)
-    max_sequence_length: int = field(default=512, metadata=_range(1, None))
+    # prompt tokens, zero-padded; None: the model's own (Wan's 512, or less where its tokenizer's
+    # model_max_length says so: the toy world's model is trained with 16)
+    max_sequence_length: int | None = field(default=None, metadata=_range(1, None))
 
     def __post_init__(self) -> None:
         validate(self)

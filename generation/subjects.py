@@ -123,6 +123,17 @@ def subject_token_indices(
     return result
 
 
+# WanPipeline's default max_sequence_length: the rows every Wan checkpoint was trained with
+WAN_TEXT_LENGTH = 512
+
+
+def model_text_length(tokenizer: Any) -> int:
+    """The prompt length (rows, zero-padded) a pipeline's transformer was trained with: Wan's 512, or the
+    tokenizer's ``model_max_length`` where that is smaller (the toy world's model is trained with 16)."""
+    n = getattr(tokenizer, "model_max_length", None)
+    return min(WAN_TEXT_LENGTH, int(n)) if n else WAN_TEXT_LENGTH
+
+
 def truncated_text(tokenizer: Any, prompt: str, max_length: int) -> str:
     """The text a tokenizer drops when it cuts ``prompt`` at ``max_length`` tokens (special tokens included,
     as Wan's pipeline encodes), or ``""`` when it all fits. Found from the offset mapping of the full encoding."""

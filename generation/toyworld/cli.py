@@ -13,7 +13,7 @@ from typing import Any
 
 EPILOG = """examples:
   # reproduce the shipped weights (fixed seed, one thread; about 90 min on a shared 2-core machine)
-  vidlab train-gen-toyworld --out generation/toyworld/weights --figure generation/toyworld/figures/training.png
+  vidlab train-gen-toyworld --out generation/toyworld/weights --figure generation/toyworld/figures/training.png --gates
   # the decoder refinement in a second process beside the transformer (same ckpt_dir; the main run picks it up)
   vidlab train-gen-toyworld --out unused "stages=[vae,vaedec]" ckpt_dir=DIR
   # a quicker, smaller run
@@ -23,7 +23,7 @@ EPILOG = """examples:
 
 keys: seed size frames threads vae_steps vae_batch vae_lr vae_fg_weight clips mix.single mix.motion mix.relation
 mix.count vae_dec_steps vae_dec_lr dit_steps dit_batch dit_lr dit_sigma_shift caption_dropout ema eval_every
-eval_seeds eval_steps ckpt_every ckpt_dir stages model.* (z_dim, vae_dim_mult, heads, head_dim, layers, ...)"""
+eval_seeds eval_steps ckpt_every ckpt_dir stages model.* (z_dim, vae_dim_mult, heads, head_dim, layers, text_len, ...)"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
         "--figure", default=None, help="training figure PNG (default: <out>/../<out name>-training.png)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--gates",
+        action="store_true",
+        help="then measure the two gates (VAE round trip, single-subject presence) on the result and record "
+        "them in its toyworld.json (about 2 min)",
+    )
     add_config_args(p)
     return p
 
@@ -112,6 +118,16 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"stages {cfg.stages} done; checkpoints in {_ckpt_root(cfg)}")
         return 0
     fig = Path(args.figure) if args.figure else Path(out).parent / f"{Path(out).name}-training.png"
+    if args.gates:
+        from generation.toyworld.gates import record_gates
+
+        g = record_gates(out)
+        print(
+            f"gates: VAE round trip {g['vae_roundtrip']['min']:.3f} on the worst frame position "
+            f"({'passed' if g['vae_roundtrip']['passed'] else 'MISSED'}, gate {g['vae_roundtrip']['gate']}); "
+            f"single-subject presence {g['single_presence']['presence']:.3f} "
+            f"({'passed' if g['single_presence']['passed'] else 'MISSED'}, gate {g['single_presence']['gate']})"
+        )
     plot_training(json.loads(meta_path.read_text()), fig)
     print(
         f"wrote the toy-world Wan pipeline to {out}/ (checkpoints in {_ckpt_root(cfg)}); training figure {fig}"

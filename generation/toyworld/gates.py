@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from generation.subjects import model_text_length
 from generation.toyworld.detect import detect_frame
 from generation.toyworld.metrics import score_video
 from generation.toyworld.world import (
@@ -107,12 +108,16 @@ def vae_roundtrip(
     }
 
 
-def _encode_text(pipe: Any, prompts: list[str]):
+def _encode_text(pipe: Any, prompts: list[str], max_sequence_length: int | None):
     import torch
 
     with torch.no_grad():
         cond, uncond = pipe.encode_prompt(
-            prompts, negative_prompt=[""] * len(prompts), do_classifier_free_guidance=True, device="cpu"
+            prompts,
+            negative_prompt=[""] * len(prompts),
+            do_classifier_free_guidance=True,
+            device="cpu",
+            max_sequence_length=max_sequence_length or model_text_length(pipe.tokenizer),
         )
     return cond, uncond
 
@@ -125,6 +130,7 @@ def denoise_probe(
     steps: int = 8,
     guidance: float = 4.0,
     batch: int = 8,
+    max_sequence_length: int | None = None,
 ) -> dict[str, Any]:
     """Presence after noising real single-subject clips to ``level`` and denoising them (vs the VAE alone).
 
@@ -147,7 +153,7 @@ def denoise_probe(
             x0 = (z - mean) / std
             g = torch.Generator().manual_seed(seed * 1000 + i0)
             x = (1 - level) * x0 + level * torch.randn(x0.shape, generator=g)
-            cond, uncond = _encode_text(pipe, [s.caption for s in chunk])
+            cond, uncond = _encode_text(pipe, [s.caption for s in chunk], max_sequence_length)
             grid = np.linspace(level, 0.0, steps + 1)
             for s_now, s_next in zip(grid[:-1], grid[1:]):
                 t = torch.full((len(chunk),), float(s_now) * 1000.0)
@@ -180,6 +186,7 @@ def single_presence(
     frames: int = 5,
     batch: int = 8,
     captions: Sequence[str] | None = None,
+    max_sequence_length: int | None = None,
 ) -> dict[str, Any]:
     """Base-model presence (colour AND shape, half the frames) on every single-subject caption x ``seeds``.
 
@@ -203,6 +210,7 @@ def single_presence(
                 num_frames=frames,
                 num_inference_steps=steps,
                 guidance_scale=guidance,
+                max_sequence_length=max_sequence_length or model_text_length(pipe.tokenizer),
                 generator=gens,
                 output_type="np",
             ).frames
@@ -231,4 +239,53 @@ def single_presence(
     }
 
 
-__all__ = ["SINGLE_GATE", "VAE_GATE", "denoise_probe", "gate_scenes", "single_presence", "vae_roundtrip"]
+def record_gates(
+    pipeline_dir: Any, seeds: Sequence[int] = (0, 1), steps: int = 12, guidance: float = 4.0
+) -> dict:
+    """Measure both gates on a saved toy-world pipeline folder and record them in its ``toyworld.json``.
+
+    The VAE round trip (``vae_roundtrip``, 24 captions x 2 fresh scenes) and the base model's single-subject
+    presence (``single_presence`` at ``seeds``, ``steps``, ``guidance``), each with how it was measured; the
+    per-video records stay out of the file. Returns the ``gates`` entry.
+    """
+    import json
+    from pathlib import Path
+
+    from diffusers import WanPipeline
+
+    from vidlab.io import atomic_write_json
+
+    folder = Path(pipeline_dir)
+    pipe = WanPipeline.from_pretrained(folder)
+    pipe.set_progress_bar_config(disable=True)
+    vae = vae_roundtrip(pipe.vae)
+    sp = single_presence(pipe, seeds=seeds, steps=steps, guidance=guidance)
+    sp.pop("records")
+    sp["presence"] = round(sp["presence"], 3)
+    gates = {
+        "vae_roundtrip": {
+            **vae,
+            "how": "gates.vae_roundtrip(pipe.vae, n_per_caption=2): 24 single captions x 2 fresh full-frame scenes",
+        },
+        "single_presence": {
+            **sp,
+            "how": f"gates.single_presence(pipe, seeds={tuple(seeds)}, steps={steps}, guidance={guidance}): "
+            f"24 single captions x {len(seeds)} seeds, at the model's own text length",
+        },
+    }
+    meta_path = folder / "toyworld.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    meta["gates"] = gates
+    atomic_write_json(meta_path, meta)
+    return gates
+
+
+__all__ = [
+    "SINGLE_GATE",
+    "VAE_GATE",
+    "denoise_probe",
+    "gate_scenes",
+    "record_gates",
+    "single_presence",
+    "vae_roundtrip",
+]

@@ -26,8 +26,14 @@ PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
 MODEL_MAX_LENGTH = 512
 
 
-def build_word_tokenizer(words: list[str] | None = None) -> PreTrainedTokenizerFast:
-    """The word-level tokenizer over ``words`` (default: the grammar's vocabulary)."""
+def build_word_tokenizer(
+    words: list[str] | None = None, model_max_length: int = MODEL_MAX_LENGTH
+) -> PreTrainedTokenizerFast:
+    """The word-level tokenizer over ``words`` (default: the grammar's vocabulary).
+
+    ``model_max_length`` is saved with it and is the prompt length the pipeline's transformer was trained with:
+    vidlab encodes prompts at that length (``generation.subjects.model_text_length``).
+    """
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -45,7 +51,7 @@ def build_word_tokenizer(words: list[str] | None = None) -> PreTrainedTokenizerF
         pad_token=PAD,
         eos_token=EOS,
         unk_token=UNK,
-        model_max_length=MODEL_MAX_LENGTH,
+        model_max_length=model_max_length,
         padding_side="right",
     )
 

@@ -225,3 +225,23 @@ def test_flex_backend_runs_lam_and_matches_native():
     assert _AttentionBackendRegistry.get_active_backend()[0] == previous
     assert outs["native"].shape == outs["flex"].shape
     torch.testing.assert_close(outs["flex"], outs["native"], rtol=0, atol=1e-4)
+
+
+def test_prompts_are_encoded_at_the_models_own_text_length_unless_the_config_says_otherwise():
+    # the toy world's model is trained with 16 prompt rows (its tokenizer's model_max_length); Wan's with 512
+    pipe = build_tiny_pipeline()
+    seen: list[int] = []
+    hook = pipe.transformer.register_forward_pre_hook(
+        lambda m, a, k: seen.append(k["encoder_hidden_states"].shape[1]), with_kwargs=True
+    )
+    try:
+        for model_max, setting, want in ((512, None, 512), (16, None, 16), (16, 64, 64)):
+            pipe.tokenizer.model_max_length = model_max
+            for enabled in (True, False):
+                cfg = CompAttnConfig(enabled=enabled, max_sequence_length=setting)
+                seen.clear()
+                _gen(cfg, pipe=pipe, num_inference_steps=1)
+                assert seen and set(seen) == {want}, (model_max, setting, enabled, seen)
+    finally:
+        hook.remove()
+        pipe.tokenizer.model_max_length = 512

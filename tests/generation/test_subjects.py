@@ -203,3 +203,14 @@ def test_tokenizer_without_offsets_is_a_clear_error():
 
     with pytest.raises(TypeError, match="fast tokenizer with offset mapping; NoOffsets"):
         subject_token_indices(NoOffsets(), "a cat", ["cat"])
+
+
+def test_the_model_text_length_is_wans_512_unless_the_tokenizer_says_less():
+    from types import SimpleNamespace
+
+    from generation.subjects import model_text_length
+
+    assert model_text_length(build_tiny_tokenizer()) == 512
+    assert model_text_length(SimpleNamespace(model_max_length=16)) == 16
+    assert model_text_length(SimpleNamespace(model_max_length=int(1e30))) == 512  # transformers' "no limit"
+    assert model_text_length(SimpleNamespace()) == 512
