@@ -19,11 +19,13 @@ stored rows, ties by lower row id), so it is the exact top-10 of all stored rows
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -174,27 +176,31 @@ def rescore(rows: np.ndarray, q: np.ndarray, store: np.ndarray, k: int) -> tuple
 
 def exact_topk(
     path: Path, dim: int, queries: np.ndarray, k: int, chunk: int
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """vidlab's exact top-k over every stored row, ``chunk`` rows per ``ExactScorer``; returns (rows [Q, k],
-    seconds [Q] = the sum over chunks of each query's search time, one query at a time)."""
+    seconds [Q] = the sum over chunks of each query's search time, one query at a time, and the same in
+    on-CPU time of this thread)."""
     from vidlab.clip.scorers import ExactScorer
 
     n = os.path.getsize(path) // (2 * dim)
     store = stored(path, dim)
     cand: list[list[np.ndarray]] = [[] for _ in queries]
     secs = np.zeros(len(queries))
+    cpu = np.zeros(len(queries))
     for a in range(0, n, chunk):
         scorer = ExactScorer(read_rows(path, dim, a, min(n, a + chunk)))
         scorer.search(queries[0], k)  # warm-up: compile cache, page faults
         for i, q in enumerate(queries):
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             _, r = scorer.search(q, k)
             secs[i] += time.perf_counter() - t0
+            cpu[i] += time.thread_time() - c0
             cand[i].append(r[0] + a)
         del scorer
     if n <= chunk:
-        return np.stack([c[0] for c in cand]), secs
-    return np.stack([rescore(np.concatenate(c), q, store, k)[1] for c, q in zip(cand, queries)]), secs
+        return np.stack([c[0] for c in cand]), secs, cpu
+    merged = [rescore(np.concatenate(c), q, store, k)[1] for c, q in zip(cand, queries)]
+    return np.stack(merged), secs, cpu
 
 
 def default_nlist(rows: int) -> int:
@@ -266,35 +272,54 @@ def build_ivf(kinds: list[str], path: Path, dim: int, nlist: int, args) -> tuple
         else:
             indexes[kind] = faiss.IndexIVFPQ(quant, dim, nlist, args.pq_m, 8, faiss.METRIC_INNER_PRODUCT)
     info: dict[str, dict] = {k: {"train_rows": n_train} for k in kinds}
-    t0 = time.perf_counter()
+    clock = _Clock()
     first = indexes[kinds[0]]
     first.cp.niter = args.kmeans_iter
-    first.train(train)  # trains the shared quantizer (and this index's own codec)
-    shared_train = time.perf_counter() - t0
-    for kind in kinds:
-        t0 = time.perf_counter()
-        if kind != kinds[0]:
+    with clock("train"):
+        first.train(train)  # trains the shared quantizer (and this index's own codec)
+    for kind in kinds[1:]:
+        with clock(kind):
             indexes[kind].train(train)  # quantizer already trained: only the codec (SQ ranges, PQ tables)
-        info[kind]["train_s"] = shared_train + (time.perf_counter() - t0 if kind != kinds[0] else 0.0)
-        info[kind]["add_s"] = 0.0
+    for kind in kinds:
+        for c in ("s", "cpu_s"):
+            info[kind][f"train_{c}"] = clock.t["train"][c] + (clock.t[kind][c] if kind in clock.t else 0.0)
     del train
-    assign_s = 0.0
     for a in range(0, n, args.add_chunk):
         x = read_rows(path, dim, a, min(n, a + args.add_chunk)).astype(np.float32)
-        t0 = time.perf_counter()
-        _, assign = quant.search(x, 1)
-        assign_s += time.perf_counter() - t0
+        with clock("assign"):
+            _, assign = quant.search(x, 1)
         assign = np.ascontiguousarray(assign.ravel(), dtype=np.int64)
         for kind, index in indexes.items():
-            t0 = time.perf_counter()
-            index.add_core(len(x), faiss.swig_ptr(x), None, faiss.swig_ptr(assign))
-            info[kind]["add_s"] += time.perf_counter() - t0
+            with clock(f"add {kind}"):
+                index.add_core(len(x), faiss.swig_ptr(x), None, faiss.swig_ptr(assign))
         print(f"  added {a + len(x):,} / {n:,} rows (load {_load()})", file=sys.stderr, flush=True)
     for kind, index in indexes.items():
         assert index.ntotal == n, (kind, index.ntotal, n)
-        info[kind].update(assign_s=assign_s, nlist=nlist)
-        info[kind]["build_s"] = info[kind]["train_s"] + assign_s + info[kind]["add_s"]
+        info[kind]["nlist"] = nlist
+        for c in ("s", "cpu_s"):  # wall and on-CPU seconds: the shared k-means and assignment count for each
+            info[kind][f"assign_{c}"] = clock.t["assign"][c]
+            info[kind][f"add_{c}"] = clock.t[f"add {kind}"][c]
+            info[kind][f"build_{c}"] = (
+                info[kind][f"train_{c}"] + clock.t["assign"][c] + clock.t[f"add {kind}"][c]
+            )
     return indexes, info
+
+
+class _Clock:
+    """Wall and on-CPU (this process) seconds per named step, summed over its uses."""
+
+    def __init__(self) -> None:
+        self.t: dict[str, dict[str, float]] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        c0, t0 = time.process_time(), time.perf_counter()
+        try:
+            yield
+        finally:
+            d = self.t.setdefault(name, {"s": 0.0, "cpu_s": 0.0})
+            d["s"] += time.perf_counter() - t0
+            d["cpu_s"] += time.process_time() - c0
 
 
 def build_hnsw(path: Path, dim: int, args) -> tuple[Any, dict]:
@@ -303,16 +328,19 @@ def build_hnsw(path: Path, dim: int, args) -> tuple[Any, dict]:
     n = os.path.getsize(path) // (2 * dim)
     index = faiss.IndexHNSWFlat(dim, args.hnsw_m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = args.ef_construction
-    t0 = time.perf_counter()
+    clock = _Clock()
     for a in range(0, n, args.add_chunk):
-        index.add(read_rows(path, dim, a, min(n, a + args.add_chunk)).astype(np.float32))
+        x = read_rows(path, dim, a, min(n, a + args.add_chunk)).astype(np.float32)
+        with clock("build"):
+            index.add(x)
         print(
             f"  HNSW added {min(n, a + args.add_chunk):,} / {n:,} (load {_load()})",
             file=sys.stderr,
             flush=True,
         )
     return index, {
-        "build_s": time.perf_counter() - t0,
+        "build_s": clock.t["build"]["s"],
+        "build_cpu_s": clock.t["build"]["cpu_s"],
         "M": args.hnsw_m,
         "efConstruction": args.ef_construction,
     }
@@ -339,6 +367,8 @@ def measure(
             faiss.extract_index_ivf(index).nprobe = v
 
     secs = np.zeros((len(knobs), len(queries)))
+    cpu = np.zeros((len(knobs), len(queries)))
+    ex_cpu: list[float] = []
     got = np.zeros((len(knobs), len(queries), args.k), np.int64)
     ex_secs: list[float] = []
     ex_idx: list[int] = []
@@ -346,17 +376,19 @@ def measure(
     index.search(queries[:1], kk)
     for i, q in enumerate(queries):
         if exact is not None and i % args.exact_every == 0:
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             exact.search(q, args.k)
             ex_secs.append(time.perf_counter() - t0)
+            ex_cpu.append(time.thread_time() - c0)
             ex_idx.append(i)
         for j, v in enumerate(knobs):
             set_knob(v)
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             _, r = index.search(q[None], kk)
             if rerank:
                 r = rescore(r[0], q, store, args.k)[1][None]
             secs[j, i] = time.perf_counter() - t0
+            cpu[j, i] = time.thread_time() - c0
             got[j, i, : r.shape[1]] = r[0][: args.k]
             got[j, i, r.shape[1] :] = -1
     rows = []
@@ -367,9 +399,11 @@ def measure(
             "recall@10 in-corpus": recall_at_k(got[j][kinds == 0], truth[kinds == 0]),
             "recall@10 new-video": recall_at_k(got[j][kinds == 1], truth[kinds == 1]),
             "ms median": 1e3 * float(np.median(secs[j])), "ms p90": 1e3 * float(np.percentile(secs[j], 90)),
+            "cpu ms median": 1e3 * float(np.median(cpu[j])), "cpu ms p90": 1e3 * float(np.percentile(cpu[j], 90)),
         }  # fmt: skip
         if ex_secs:  # paired: exact and this setting on the same queries in the same loop
             row["exact/ann paired median"] = float(np.median(np.array(ex_secs) / secs[j, ex_idx]))
+            row["exact/ann paired cpu median"] = float(np.median(np.array(ex_cpu) / cpu[j, ex_idx]))
         rows.append(row)
     return rows
 
@@ -411,20 +445,43 @@ def ground_truth(path: Path, c: ClipLikeCorpus, queries: np.ndarray, args) -> di
     cache = Path(args.work) / f"{c.key()}.q{len(queries)}.k{args.k}.c{args.exact_chunk}.truth"
     if cache.with_suffix(".npz").exists() and cache.with_suffix(".json").exists():
         z = np.load(cache.with_suffix(".npz"))
-        return {**json.loads(cache.with_suffix(".json").read_text()), "rows": z["rows"], "secs": z["secs"]}
+        cached = {"rows": z["rows"], "secs": z["secs"], "cpu": z["cpu"] if "cpu" in z else z["secs"]}
+        return {**json.loads(cache.with_suffix(".json").read_text()), **cached}
     t0 = time.perf_counter()
     load0 = _load()
-    rows, secs = exact_topk(path, args.dim, queries, args.k, args.exact_chunk)
+    rows, secs, cpu = exact_topk(path, args.dim, queries, args.k, args.exact_chunk)
     info = {
         "s": round(time.perf_counter() - t0, 1), "chunks": math.ceil(c.rows / args.exact_chunk),
         "ms median": 1e3 * float(np.median(secs)), "ms p90": 1e3 * float(np.percentile(secs, 90)),
+        "cpu ms median": 1e3 * float(np.median(cpu)), "cpu ms p90": 1e3 * float(np.percentile(cpu, 90)),
         "bytes scanned per query": c.rows * (c.dim + 8), "loadavg_before_after": [load0, _load()],
         "measured_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
     }  # fmt: skip
     with atomic_path(cache.with_suffix(".npz")) as tmp:
-        np.savez(tmp, rows=rows, secs=secs)
+        np.savez(tmp, rows=rows, secs=secs, cpu=cpu)
     atomic_write_json(cache.with_suffix(".json"), info)
-    return {**info, "rows": rows, "secs": secs}
+    return {**info, "rows": rows, "secs": secs, "cpu": cpu}
+
+
+def _save_index(work: Path, name: str, index: Any, info: dict) -> None:
+    import faiss
+
+    from vidlab.io import atomic_path, atomic_write_json
+
+    with atomic_path(work / f"{name}.faiss") as tmp:
+        faiss.write_index(index, str(tmp))
+    atomic_write_json(
+        work / f"{name}.json", {**info, "built_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    )
+
+
+def _load_index(work: Path, name: str) -> tuple[Any, dict] | None:
+    import faiss
+
+    if not ((work / f"{name}.faiss").exists() and (work / f"{name}.json").exists()):
+        return None
+    info = json.loads((work / f"{name}.json").read_text())
+    return faiss.read_index(str(work / f"{name}.faiss")), {**info, "loaded_from": f"{name}.faiss"}
 
 
 def _partial(args, res: dict, builds: dict, table: list) -> None:
@@ -455,8 +512,8 @@ def run(args) -> dict:
     cos = sample @ sample.T
     res["data_cosine_unrelated_median"] = float(np.median(cos[np.triu_indices(len(cos), 1)]))
     res["exact"] = ground_truth(path, corpus, queries, args)
-    truth, ex_secs = res["exact"].pop("rows"), res["exact"].pop("secs")
-    ex_med = float(np.median(ex_secs))
+    truth, ex_secs, ex_cpu = (res["exact"].pop(k) for k in ("rows", "secs", "cpu"))
+    ex_med, ex_cpu_med = float(np.median(ex_secs)), float(np.median(ex_cpu))
     res["truth_top1_cosine_median"] = {
         kind: float(np.median([store[truth[i, 0]].astype(np.float32) @ queries[i] for i in np.where(kinds == k)[0]]))
         for k, kind in enumerate(("in_corpus", "new_video"))
@@ -482,7 +539,17 @@ def run(args) -> dict:
         budget -= need
         ivf_kinds.append(kind)
     if ivf_kinds:
-        indexes, info = build_ivf(ivf_kinds, path, args.dim, nlist, args)
+        cache_names = {
+            k: f"{corpus.key()}.{k}{args.pq_m if k == 'ivfpq' else ''}.nlist{nlist}" for k in ivf_kinds
+        }
+        got = {k: _load_index(work, n) for k, n in cache_names.items()}
+        if all(got.values()):  # built by an earlier run on the same rows: its build figures come along
+            indexes = {k: g[0] for k, g in got.items() if g}
+            info = {k: g[1] for k, g in got.items() if g}
+        else:
+            indexes, info = build_ivf(ivf_kinds, path, args.dim, nlist, args)
+            for k, n in cache_names.items():
+                _save_index(work, n, indexes[k], info[k])
         knobs = [p for p in map(int, args.nprobe.split(",")) if p <= nlist]
         for kind in ivf_kinds:
             info[kind].update(index_bytes=index_bytes(indexes[kind]), **_rss())
@@ -502,16 +569,23 @@ def run(args) -> dict:
             builds["hnsw"] = {"skipped": f"needs ~{need / 1e9:.1f} GB > --max-index-gb {args.max_index_gb}"}
         else:
             rss0 = _rss()["rss_mb"]
-            index, info = build_hnsw(path, args.dim, args)
-            info.update(index_bytes=index_bytes(index), **_rss())
-            info["bytes_per_row"] = info["index_bytes"] / args.rows
-            info["rss_growth_mb"] = info["rss_mb"] - rss0
-            builds["hnsw"] = info
+            hname = f"{corpus.key()}.hnsw{args.hnsw_m}.efc{args.ef_construction}"
+            got_h = _load_index(work, hname)
+            if got_h:
+                index, hinfo = got_h
+            else:
+                index, hinfo = build_hnsw(path, args.dim, args)
+                _save_index(work, hname, index, hinfo)
+            hinfo.update(index_bytes=index_bytes(index), **_rss())
+            hinfo["bytes_per_row"] = hinfo["index_bytes"] / args.rows
+            hinfo["rss_growth_mb"] = hinfo["rss_mb"] - rss0
+            builds["hnsw"] = hinfo
             knobs = list(map(int, args.ef_search.split(",")))
             table += measure("hnsw", index, knobs, queries, kinds, truth, exact, store, args)
             del index
     for row in table:  # exact's median (all queries, its own pass) over this setting's: for every setting
         row["exact/ann medians"] = ex_med / (row["ms median"] / 1e3)
+        row["exact/ann cpu medians"] = ex_cpu_med / (row["cpu ms median"] / 1e3)
     res["nlist"] = nlist
     res["builds"] = builds
     res["table"] = table
@@ -533,12 +607,12 @@ def main(argv=None) -> int:
     res = run(args)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     cols = ["index", "knob", "recall@10", "recall@10 in-corpus", "recall@10 new-video", "ms median", "ms p90",
-            "exact/ann paired median", "exact/ann medians"]  # fmt: skip
+            "cpu ms median", "cpu ms p90", "exact/ann paired cpu median"]  # fmt: skip
     print_table(res["table"], cols)
     print_table(
-        [{"index": k, **{c: v.get(c) for c in ("build_s", "train_s", "add_s", "index_bytes", "bytes_per_row",
+        [{"index": k, **{c: v.get(c) for c in ("build_s", "build_cpu_s", "train_s", "add_s", "index_bytes", "bytes_per_row",
                                                  "peak_rss_mb", "skipped")}} for k, v in res["builds"].items()],
-        ["index", "build_s", "train_s", "add_s", "index_bytes", "bytes_per_row", "peak_rss_mb", "skipped"],
+        ["index", "build_s", "build_cpu_s", "train_s", "add_s", "index_bytes", "bytes_per_row", "peak_rss_mb", "skipped"],
     )  # fmt: skip
     print(f"exact: {res['exact']['ms median']:.1f} ms/query median over {args.rows:,} rows; "
           f"load {res['loadavg_start']} -> {res['loadavg_end']}")  # fmt: skip

@@ -48,10 +48,10 @@ def test_chunked_exact_ground_truth_is_the_exact_top10_of_all_rows(tmp_path):
     x = ann.stored(path, 64).astype(np.float64)
     s = queries.astype(np.float64) @ x.T
     brute = np.stack([np.lexsort((np.arange(len(r)), -r))[:10] for r in s])  # ties by lower row id
-    whole, secs = ann.exact_topk(path, 64, queries, 10, chunk=1_000_000)
-    chunked, _ = ann.exact_topk(path, 64, queries, 10, chunk=1700)  # 4 scorers, merged
+    whole, secs, cpu = ann.exact_topk(path, 64, queries, 10, chunk=1_000_000)
+    chunked, _, _ = ann.exact_topk(path, 64, queries, 10, chunk=1700)  # 4 scorers, merged
     assert np.array_equal(whole, brute) and np.array_equal(chunked, brute)
-    assert secs.shape == (40,) and (secs > 0).all()
+    assert secs.shape == cpu.shape == (40,) and (secs > 0).all() and (cpu > 0).all()
 
 
 def test_recall_is_one_when_every_cell_is_probed_and_lower_with_one(tmp_path):
@@ -67,7 +67,12 @@ def test_recall_is_one_when_every_cell_is_probed_and_lower_with_one(tmp_path):
     assert b["ivfflat"]["index_bytes"] == 6000 * (4 * 64 + 8) + 4 * 32 * 64  # fp32 rows + ids + centroids
     assert b["ivfpq"]["index_bytes"] == 6000 * (8 + 8) + 4 * 32 * 64 + 4 * 256 * 64  # + PQ codebooks
     assert all(r["ms median"] > 0 and r["ms p90"] >= r["ms median"] for r in res["table"])
-    assert all(r["exact/ann paired median"] > 0 for r in res["table"])
+    assert all(r["exact/ann paired median"] > 0 and r["cpu ms median"] > 0 for r in res["table"])
+    again = ann.run(
+        _args(tmp_path, indexes="ivfflat,ivfpq", nprobe="1,32")
+    )  # indexes and truth from the cache
+    assert again["builds"]["ivfpq"]["loaded_from"].endswith(".faiss")
+    assert [r["recall@10"] for r in again["table"]] == [r["recall@10"] for r in res["table"]]
 
 
 def test_hnsw_recall_rises_with_ef_and_too_large_indexes_are_skipped(tmp_path):
