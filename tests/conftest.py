@@ -1,7 +1,9 @@
 """Shared test setup: offline, deterministic, loopback only."""
 
+import json
 import os
 import tempfile
+from pathlib import Path
 
 # Never reach a model hub from tests; every model is built in code.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -50,6 +52,107 @@ def pytest_configure(config):
     # registered here too, so that --strict-markers accepts it when pytest-xdist is not installed
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with its group")
     config.pluginmanager.register(_GroupNodeIds(), "vidlab-xdist-group-node-ids")
+    config.pluginmanager.register(LongestFirst.from_file(COSTS), "vidlab-longest-first")
+    if os.environ.get("VIDLAB_TEST_PROFILE"):
+        config.pluginmanager.register(_CpuProfile(os.environ["VIDLAB_TEST_PROFILE"]), "vidlab-cpu-profile")
+
+
+class _CpuProfile:
+    """``VIDLAB_TEST_PROFILE=DIR pytest ...`` writes DIR/<worker>.json: per test and phase the wall seconds, the
+    CPU seconds of this process, of its reaped children (``RUSAGE_CHILDREN``) and of its descendants sampled
+    every 0.2 s (catches processes that are never reaped here, such as Ray's workers), plus the worker's
+    start-up (interpreter, conftest, collection). CPU seconds do not depend on the machine's load."""
+
+    def __init__(self, folder: str):
+        import threading
+        import time
+
+        self.t0 = time.perf_counter()
+        self.folder = folder
+        self.tests: dict[str, dict[str, float]] = {}
+        self.seen: dict[tuple[int, float], float] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        threading.Thread(target=self._sample_loop, daemon=True).start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        try:
+            kids = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return
+        for kid in kids:
+            try:
+                t = kid.cpu_times()
+                key = (kid.pid, kid.create_time())
+            except psutil.Error:
+                continue
+            with self.lock:
+                self.seen[key] = max(self.seen.get(key, 0.0), t.user + t.system)
+
+    def _sample_loop(self) -> None:
+        while not self.stop.wait(0.2):
+            self._sample()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        import resource
+        import time
+
+        ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.perf_counter(), time.process_time(), ch.ru_utime + ch.ru_stime
+
+    def _phase(self, item, phase: str):
+        self._sample()
+        with self.lock:
+            before_seen = dict(self.seen)
+        w0, c0, k0 = self._now()
+        yield
+        w1, c1, k1 = self._now()
+        self._sample()
+        with self.lock:
+            desc = sum(v - before_seen.get(key, 0.0) for key, v in self.seen.items())
+        rec = self.tests.setdefault(item.nodeid, {})
+        if phase == "setup":
+            rec["start"] = round(w0 - self.t0, 3)
+        rec[f"{phase}_wall"] = round(w1 - w0, 3)
+        rec[f"{phase}_cpu"] = round(c1 - c0, 3)
+        rec[f"{phase}_reaped"] = round(k1 - k0, 3)
+        rec[f"{phase}_desc"] = round(desc, 3)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item):
+        yield from self._phase(item, "setup")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        yield from self._phase(item, "call")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item):
+        yield from self._phase(item, "teardown")
+
+    def pytest_collection_finish(self, session):
+        import resource
+        import time
+
+        import psutil
+
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        self.startup = {
+            "cpu": round(me.ru_utime + me.ru_stime, 3),
+            "wall": round(time.time() - psutil.Process().create_time(), 3),
+            "modules": len(__import__("sys").modules),
+        }
+
+    def pytest_sessionfinish(self, session):
+        from vidlab.io import atomic_write_json
+
+        self.stop.set()
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        out = {"worker": worker, "startup": getattr(self, "startup", {}), "tests": self.tests}
+        atomic_write_json(os.path.join(self.folder, f"{worker}.json"), out)
 
 
 class _GroupNodeIds:
@@ -74,6 +177,61 @@ class _GroupNodeIds:
                 item._id = NodeId.parse(item.nodeid + suffix)
 
 
+# Work units for `-n 2 --dist loadgroup` (the Makefile's): a group, else a whole test module, so that a module's
+# fixtures are built on one worker only. Units go out longest first (by the CPU seconds recorded in COSTS), so
+# the short ones fill in at the end and both workers finish together; a test missing from COSTS counts as
+# DEFAULT_COST. Rewrite COSTS after adding slow tests: `python benchmarks/pytest_cpu.py --write-costs` (see there).
+COSTS = Path(__file__).with_name("cpu_seconds.json")
+DEFAULT_COST = 0.1
+
+
+def _group_of(nodeid: str) -> str | None:
+    """The xdist group that pytest-xdist appended to a node id ("...::test@ray"), or None (xdist's own rule)."""
+    return nodeid.rsplit("@", 1)[-1] if nodeid.rfind("@") > nodeid.rfind("]") else None
+
+
+class LongestFirst:
+    """Orders the collected items unit by unit, the unit with the most recorded CPU seconds first."""
+
+    def __init__(self, costs: dict[str, float]):
+        self.costs = costs
+
+    @classmethod
+    def from_file(cls, path: Path) -> "LongestFirst":
+        return cls(json.loads(path.read_text()) if path.is_file() else {})
+
+    @staticmethod
+    def unit(item) -> str:
+        groups = [
+            m.args[0] if m.args else m.kwargs.get("name", "default") for m in item.iter_markers("xdist_group")
+        ]
+        return "@" + "_".join(sorted(map(str, groups))) if groups else item.nodeid.split("::", 1)[0]
+
+    def order(self, items: list) -> list:
+        units: dict[str, list] = {}
+        for item in items:
+            units.setdefault(self.unit(item), []).append(item)
+        cost = {u: sum(self.costs.get(i.nodeid, DEFAULT_COST) for i in its) for u, its in units.items()}
+        ranked = sorted(units, key=lambda u: -cost[u])  # stable: equal units keep the collection order
+        return [item for u in ranked for item in units[u]]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` with a module as the unit of a test outside any group, in the order of the collection
+    (which LongestFirst sorted; xdist's own reordering by test count is switched off)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModulesAndGroups(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = _group_of(nodeid)
+            return "@" + group if group is not None else nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False
+    return ModulesAndGroups(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)  # the group marks are in place before pytest-xdist reads them
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -81,6 +239,7 @@ def pytest_collection_modifyitems(config, items):
             if member(item):
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+    items[:] = config.pluginmanager.get_plugin("vidlab-longest-first").order(items)
     try:
         import torch
 
@@ -92,3 +251,26 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def ray_local():
+    """One local Ray (2 CPUs, loopback only) shared by the `ray` group's tests that ask for it: they run one
+    after another on one worker, so it starts once, and it stops after the last of them (below)."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+        except BaseException:
+            ray.shutdown()  # a failed start leaves its processes behind; the next test starts afresh
+            raise
+    return ray
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if "ray_local" in getattr(item, "fixturenames", ()) and "ray_local" not in getattr(
+        nextitem, "fixturenames", ()
+    ):
+        import ray
+
+        ray.shutdown()
