@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 from benchmarks._common import bench_args, emit_json, print_table  # noqa: E402
 
 EPILOG = """examples:
-  python benchmarks/ann.py --quick                       # 50k rows, < 60 s on an idle core
+  python benchmarks/ann.py --quick                       # 20k rows, < 60 s on an idle core
   python benchmarks/ann.py --rows 1000000                # IVFFlat, IVF-SQ8, IVF-PQ, HNSW32
   python benchmarks/ann.py --rows 10000000 --indexes ivfsq8,ivfpq --nlist 4096 --queries 200
 """
@@ -420,7 +420,12 @@ def _extra(ap) -> None:
     ap.add_argument("--nprobe", default=",".join(map(str, NPROBE_GRID)), help="nprobe grid")
     ap.add_argument("--ef-search", default=",".join(map(str, EF_GRID)), help="HNSW efSearch grid")
     ap.add_argument("--pq-m", type=int, default=64, help="IVF-PQ sub-quantizers (bytes per row)")
-    ap.add_argument("--rerank", type=int, default=100, help="IVF-PQ candidates rescored exactly (0: no row)")
+    ap.add_argument(
+        "--rerank",
+        type=int,
+        default=100,
+        help="IVF-SQ8/PQ candidates rescored exactly from the stored rows (0: none)",
+    )
     ap.add_argument("--hnsw-m", type=int, default=32)
     ap.add_argument("--ef-construction", type=int, default=40)
     ap.add_argument("--kmeans-iter", type=int, default=10, help="coarse k-means iterations")
@@ -556,7 +561,7 @@ def run(args) -> dict:
             info[kind]["bytes_per_row"] = info[kind]["index_bytes"] / args.rows
             builds[kind] = info[kind]
         for kind in ivf_kinds:
-            names = [kind] + ([f"{kind}+rerank"] if kind == "ivfpq" and args.rerank else [])
+            names = [kind] + ([f"{kind}+rerank"] if kind in ("ivfsq8", "ivfpq") and args.rerank else [])
             for name in names:
                 table += measure(name, indexes[kind], knobs, queries, kinds, truth, exact, store, args)
                 print(f"  measured {name} (load {_load()})", file=sys.stderr, flush=True)
@@ -601,7 +606,7 @@ def run(args) -> dict:
 def main(argv=None) -> int:
     args = bench_args(__doc__.splitlines()[0], EPILOG, argv, extra=_extra)
     if args.quick:
-        args.rows = min(args.rows, 50_000)
+        args.rows = min(args.rows, 20_000)
         args.queries = min(args.queries, 200)
     t0 = time.perf_counter()
     res = run(args)

@@ -56,20 +56,26 @@ def test_chunked_exact_ground_truth_is_the_exact_top10_of_all_rows(tmp_path):
 
 def test_recall_is_one_when_every_cell_is_probed_and_lower_with_one(tmp_path):
     pytest.importorskip("faiss")
-    res = ann.run(_args(tmp_path, indexes="ivfflat,ivfpq", nprobe="1,32"))
+    res = ann.run(_args(tmp_path, indexes="ivfflat,ivfsq8,ivfpq", nprobe="1,32"))
     rows = {(r["index"], r["knob"]): r for r in res["table"]}
     full, one = rows[("ivfflat", "nprobe 32")], rows[("ivfflat", "nprobe 1")]
     assert full["recall@10"] == 1.0  # nprobe = nlist: every row is scanned, the same top-10 as exact
     assert one["recall@10"] < 0.95  # one cell of 32 misses rows
-    assert rows[("ivfpq+rerank", "nprobe 32")]["recall@10"] > rows[("ivfpq", "nprobe 32")]["recall@10"]
+    recall = {
+        k: rows[(k, "nprobe 32")]["recall@10"] for k in ("ivfsq8", "ivfsq8+rerank", "ivfpq", "ivfpq+rerank")
+    }
+    # rescoring the candidates from the stored rows undoes the codes' error (PQ's 8 bytes per row lose more)
+    assert recall["ivfsq8+rerank"] == 1.0 > recall["ivfsq8"], recall
+    assert recall["ivfpq+rerank"] > recall["ivfpq"], recall
     assert res["first_reaching_recall_0.95"]["ivfflat"] == "nprobe 32"
     b = res["builds"]
     assert b["ivfflat"]["index_bytes"] == 6000 * (4 * 64 + 8) + 4 * 32 * 64  # fp32 rows + ids + centroids
+    assert b["ivfsq8"]["index_bytes"] == 6000 * (64 + 8) + 4 * 32 * 64 + 4 * 2 * 64  # + per-dim ranges
     assert b["ivfpq"]["index_bytes"] == 6000 * (8 + 8) + 4 * 32 * 64 + 4 * 256 * 64  # + PQ codebooks
     assert all(r["ms median"] > 0 and r["ms p90"] >= r["ms median"] for r in res["table"])
     assert all(r["exact/ann paired median"] > 0 and r["cpu ms median"] > 0 for r in res["table"])
     again = ann.run(
-        _args(tmp_path, indexes="ivfflat,ivfpq", nprobe="1,32")
+        _args(tmp_path, indexes="ivfflat,ivfsq8,ivfpq", nprobe="1,32")
     )  # indexes and truth from the cache
     assert again["builds"]["ivfpq"]["loaded_from"].endswith(".faiss")
     assert [r["recall@10"] for r in again["table"]] == [r["recall@10"] for r in res["table"]]
