@@ -158,6 +158,25 @@ RUN_FOR_REAL = {"synth", "contact-sheet"}  # no config grammar, seconds of work:
 # ...except the length of a long synth example (`--frames 14400`, ten minutes of video: ~90 s of CPU): it runs
 # with every argument as written through the same code path, and renders its first SYNTH_MAX_FRAMES frames.
 SYNTH_MAX_FRAMES = 600
+# ...and the examples that write a data set (`vidlab toyworld-data DIR 4`, the needle benchmark's `python -c`
+# line: each video seconds of CPU) run as written through the same code, writing at most this many videos.
+EXAMPLE_MAX_VIDEOS = 2
+
+
+def cap_example_data(monkeypatch) -> None:
+    import understanding.benchmarks.synthetic as synthetic
+    import understanding.toyworld.world as world
+
+    real_build, real_needles = world.build_split, synthetic.write_needle_benchmark
+
+    def build_capped(root: Any, name: str, n_videos: int, *a: Any, **k: Any) -> Any:
+        return real_build(root, name, min(n_videos, EXAMPLE_MAX_VIDEOS), *a, **k)
+
+    def needles_capped(out_dir: Any, n: int = 20, *a: Any, **k: Any) -> Any:
+        return real_needles(out_dir, min(n, EXAMPLE_MAX_VIDEOS), *a, **k)
+
+    monkeypatch.setattr(world, "build_split", build_capped)
+    monkeypatch.setattr(synthetic, "write_needle_benchmark", needles_capped)
 
 
 def check_vidlab_line(words: list[str], monkeypatch, capsys) -> None:
@@ -179,6 +198,8 @@ def check_vidlab_line(words: list[str], monkeypatch, capsys) -> None:
         rc = load_command(argv[0])(argv[1:])
         assert not rc, f"`{' '.join(words)}` exited {rc}: {capsys.readouterr().err[-500:]}"
         return
+    if argv[0] == "toyworld-data":
+        cap_example_data(monkeypatch)
     if argv[0] == "search":  # needs an index built by a real `vidlab index` run: its arguments must parse
         from vidlab.clip.cli import _search_parser
 
@@ -278,6 +299,7 @@ def test_shell_blocks_are_valid(block, in_workdir, monkeypatch, capsys):
                 if w.startswith("--"):
                     assert w.split("=")[0] in text, f"{line}: {w} is not an option of {words[1]}"
         elif head == "python":
+            cap_example_data(monkeypatch)
             exec(compile(words[2], _id(block), "exec"), {"__name__": "__docs__"})  # noqa: S102
         elif head == "pytest":
             for w in words[1:]:
