@@ -122,6 +122,15 @@ def _encode_text(pipe: Any, prompts: list[str], max_sequence_length: int | None)
     return cond, uncond
 
 
+SHAPE_SWAP = {"circle": "square", "square": "circle", "triangle": "star", "star": "triangle"}
+
+
+def _swap_shape(caption: str) -> str:
+    """ "a red circle" -> "a red square" (single-subject captions: the shape is the last word)."""
+    head, shape = caption.rsplit(" ", 1)
+    return f"{head} {SHAPE_SWAP[shape]}"
+
+
 def denoise_probe(
     pipe: Any,
     level: float = 0.3,
@@ -131,11 +140,16 @@ def denoise_probe(
     guidance: float = 4.0,
     batch: int = 8,
     max_sequence_length: int | None = None,
+    swap_shape: bool = False,
 ) -> dict[str, Any]:
     """Presence after noising real single-subject clips to ``level`` and denoising them (vs the VAE alone).
 
     Euler steps of the flow (``x <- x + (s_next - s) v``) on a uniform grid from ``level`` to 0, the velocity
     from the pipeline's transformer with classifier-free guidance, latents normalised as ``WanPipeline`` does.
+
+    ``swap_shape``: denoise with the caption's shape swapped (circle <-> square, triangle <-> star), a control
+    that asks whether the model draws the shape it is told or the one the noisy clip shows: ``presence`` is then
+    the clip's own subject kept, ``presence_told`` the told one drawn (without the swap both are the same).
     """
     import torch
 
@@ -144,7 +158,7 @@ def denoise_probe(
     mean = torch.tensor(cfgv.latents_mean).view(1, -1, 1, 1, 1)
     std = torch.tensor(cfgv.latents_std).view(1, -1, 1, 1, 1)
     scenes = gate_scenes("single", n_per_caption, seed + 1)
-    hits_vae = hits = 0
+    hits_vae = hits = told = 0
     for i0 in range(0, len(scenes), batch):
         chunk = scenes[i0 : i0 + batch]
         clips = [render(s) for s in chunk]
@@ -153,7 +167,8 @@ def denoise_probe(
             x0 = (z - mean) / std
             g = torch.Generator().manual_seed(seed * 1000 + i0)
             x = (1 - level) * x0 + level * torch.randn(x0.shape, generator=g)
-            cond, uncond = _encode_text(pipe, [s.caption for s in chunk], max_sequence_length)
+            captions = [_swap_shape(s.caption) if swap_shape else s.caption for s in chunk]
+            cond, uncond = _encode_text(pipe, captions, max_sequence_length)
             grid = np.linspace(level, 0.0, steps + 1)
             for s_now, s_next in zip(grid[:-1], grid[1:]):
                 t = torch.full((len(chunk),), float(s_now) * 1000.0)
@@ -163,13 +178,16 @@ def denoise_probe(
                 x = x + float(s_next - s_now) * v
             den = _to_uint8(vae.decode(x * std + mean).sample)
             ref = _to_uint8(vae.decode(z).sample)
-        for s, d, r in zip(chunk, den, ref):
+        for s, c, d, r in zip(chunk, captions, den, ref):
             hits += score_video(s.caption, d).presence
+            told += score_video(c, d).presence
             hits_vae += score_video(s.caption, r).presence
     n = len(scenes)
     return {
         "level": level,
         "presence": hits / n,
+        "presence_told": told / n,
+        "swap_shape": swap_shape,
         "presence_vae_only": hits_vae / n,
         "clips": n,
         "steps": steps,

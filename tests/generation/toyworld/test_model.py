@@ -178,3 +178,21 @@ def test_the_shipped_weights_load_and_draw_the_asked_subjects():
     assert sum(s.presence_colour for s in asked) >= n // 2, [s.presence_colour for s in asked]
     assert sum(s.presence for s in asked) >= 1, [s.presence for s in asked]
     assert sum(s.presence_colour for s in other) <= n // 4, [s.presence_colour for s in other]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (WEIGHTS_DIR / "model_index.json").is_file(), reason="no shipped toy-world weights")
+def test_the_shape_swap_control_scores_the_told_shape_and_the_clips_own_apart():
+    """At noise level 0 the denoiser changes nothing, so the probe is the VAE round trip: the clip's own subject is
+    kept (as in the VAE gate) and the swapped shape the model was told is not there. A probe that scored the told
+    caption as the clip's own (or never swapped) fails this."""
+    from diffusers import WanPipeline
+
+    from generation.toyworld.gates import _swap_shape, denoise_probe
+
+    assert _swap_shape("a red circle") == "a red square" and _swap_shape("a cyan star") == "a cyan triangle"
+    pipe = WanPipeline.from_pretrained(WEIGHTS_DIR)
+    pipe.set_progress_bar_config(disable=True)
+    swapped = denoise_probe(pipe, level=0.0, steps=1, swap_shape=True)
+    assert swapped["presence"] == swapped["presence_vae_only"] >= 0.9 and swapped["swap_shape"]
+    assert swapped["presence_told"] <= 0.1

@@ -78,6 +78,8 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
     prompt = "a red circle to the left of a blue square"
     tok = AutoTokenizer.from_pretrained(out / "tokenizer")
     assert tok(prompt).input_ids == build_word_tokenizer()(prompt).input_ids
+    # the prompt length it was trained with travels with it: vidlab encodes prompts at that length
+    assert tok.model_max_length == cfg.model.text_len == 512  # Wan's (the other test trains at 12)
 
     gen = tmp_path / "gen"
     argv = [prompt, "--model", str(out), "--out", str(gen), "--steps", "2", "--frames", "5"]
@@ -150,3 +152,51 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
     torch.save({"step": 1}, tmp_path / "cb" / "vae.safetensors")
     pickled = run(tmp_path / "f", tmp_path / "cb")
     assert pickled.returncode == 2 and "not a safetensors checkpoint" in pickled.stderr
+
+
+def test_a_text_length_shorter_than_the_worlds_longest_caption_is_refused_in_one_line(tmp_path):
+    from generation.toyworld.tokenizer import build_word_tokenizer
+    from generation.toyworld.train import LONGEST_CAPTION_TOKENS, check_config
+    from generation.toyworld.world import KINDS, all_captions
+    from vidlab.errors import UserError
+
+    tok = build_word_tokenizer()
+    longest = max(len(tok(c).input_ids) for k in KINDS for c in all_captions(k))
+    assert longest == LONGEST_CAPTION_TOKENS
+    check_config(_cfg(tmp_path, f"model.text_len={longest}"))
+    with pytest.raises(UserError, match="text_len=10 is shorter") as e:
+        check_config(_cfg(tmp_path, "model.text_len=10"))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_only_at_its_own_rate(
+    tmp_path,
+):
+    """The two transformer-stage options tried on the shape problem (generation/README.md, training record):
+    ``train_text_encoder=false`` keeps UMT5 at its seeded initialisation; ``dit_anneal_steps`` more steps at
+    ``dit_anneal_lr`` after ``dit_steps``; the shorter text length travels with the folder."""
+    from generation.toyworld.model import build_text_encoder
+    from generation.toyworld.tokenizer import build_word_tokenizer
+    from generation.toyworld.train import TrainStateError, train
+
+    extra = ("model.text_len=12", "train_text_encoder=false", "dit_steps=2", "dit_anneal_steps=1")
+    out = train(_cfg(tmp_path / "ck", *extra), tmp_path / "pipe", progress=False)
+    cfg = _cfg(tmp_path / "ck", *extra)
+    torch.manual_seed(cfg.seed + 1)
+    init = build_text_encoder(cfg.model, len(build_word_tokenizer())).state_dict()
+    saved = _safetensors(out / "text_encoder" / "model.safetensors")
+    assert all(torch.equal(init[k], saved[k]) for k in saved), "the frozen text encoder changed"
+    trained = _safetensors(out / "transformer" / "diffusion_pytorch_model.safetensors")
+    assert trained  # the transformer did train (checked in detail above)
+    meta = json.loads((out / "toyworld.json").read_text())
+    assert len(meta["dit_losses"]) == 3 and "frozen" in meta["text_encoder"]
+    assert json.loads((out / "tokenizer" / "tokenizer_config.json").read_text())["model_max_length"] == 12
+    from vidlab.io import load_checkpoint
+
+    ck = load_checkpoint(tmp_path / "ck" / "dit.safetensors")
+    assert ck["step"] == 3 and (int(ck["anneal_from"]), float(ck["anneal_lr"])) == (2, cfg.dit_anneal_lr)
+    with pytest.raises(TrainStateError, match="another annealing phase"):
+        train(_cfg(tmp_path / "ck", *extra, "dit_anneal_lr=0.001"), tmp_path / "pipe2", progress=False)
+    with pytest.raises(TrainStateError, match="another annealing phase"):  # the same steps at a constant rate
+        train(_cfg(tmp_path / "ck", *extra[:3], "dit_steps=3"), tmp_path / "pipe3", progress=False)
