@@ -249,7 +249,7 @@ def test_clip_tool_and_clip_baseline_with_a_cached_frame_index(tmp_path, videos)
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ray_backend(tmp_path, items):
+def test_ray_backend(tmp_path, items, ray_local):
     script = tmp_path / "replay.json"
     script.write_text(json.dumps([answer("A")]))
     s = evaluate_items(

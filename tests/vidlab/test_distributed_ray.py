@@ -1,4 +1,4 @@
-"""run_job on Ray (one local session for the module): loopback only, actor death, retries, resume, indexing."""
+"""run_job on Ray (the local session the Ray tests share): loopback only, actor death, retries, resume, indexing."""
 
 import os
 import threading
@@ -12,13 +12,10 @@ from vidlab.distributed.toy import CrashWorker, EchoWorker, FlakyWorker
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield ray
-    ray.shutdown()
+@pytest.fixture
+def ray_session(ray_local):
+    """The local Ray the `ray` group shares (tests/conftest.py): started once, loopback only."""
+    return ray_local
 
 
 def _items(n):

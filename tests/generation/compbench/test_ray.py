@@ -15,8 +15,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_ray_two_actors_and_a_killed_actor(tmp_path, compbench_suite):
-    ray = pytest.importorskip("ray")
+def test_ray_two_actors_and_a_killed_actor(tmp_path, compbench_suite, ray_local):
+    ray = ray_local
     from generation.compbench.config import CompbenchConfig
     from generation.compbench.jobs import generate_run, read_manifest
     from generation.compbench.testing import HangOnceWorker
@@ -48,18 +48,14 @@ def test_ray_two_actors_and_a_killed_actor(tmp_path, compbench_suite):
             ray.kill(ray.get_actor(name), no_restart=True)
             killed.append(name)
 
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        t = threading.Thread(target=killer, daemon=True)
-        t.start()
-        res = generate_run(
-            resolve(CompbenchConfig, str(preset), []),
-            worker_cls=HangOnceWorker,
-            worker_extra={"hang_id": victim, "marker": str(marker)},
-        )
-        t.join(timeout=5)
-    finally:
-        ray.shutdown()
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    res = generate_run(
+        resolve(CompbenchConfig, str(preset), []),
+        worker_cls=HangOnceWorker,
+        worker_extra={"hang_id": victim, "marker": str(marker)},
+    )
+    t.join(timeout=5)
     assert killed and killed[0].endswith("-g0"), killed  # a first-generation actor was killed mid-item
     assert res["status"] == {"ok": 4} and res["job"]["num_workers"] == 2
     rows = read_manifest(out)
