@@ -15,10 +15,13 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and DRIVER),
-    reason="needs Debian's browser packages: apt-get install chromium chromium-driver",
-)
+pytestmark = [
+    pytest.mark.slow,  # a real browser: 17 s on an idle machine
+    pytest.mark.skipif(
+        not (CHROMIUM and DRIVER),
+        reason="needs Debian's browser packages: apt-get install chromium chromium-driver",
+    ),
+]
 selenium = pytest.importorskip("selenium")
 
 
