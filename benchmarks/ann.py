@@ -459,7 +459,11 @@ def ground_truth(path: Path, c: ClipLikeCorpus, queries: np.ndarray, args) -> di
     cache = Path(args.work) / f"{c.key()}.q{len(queries)}.k{args.k}.c{args.exact_chunk}.truth"
     if cache.with_suffix(".npz").exists() and cache.with_suffix(".json").exists():
         z = np.load(cache.with_suffix(".npz"))
-        cached = {"rows": z["rows"], "secs": z["secs"], "cpu": z["cpu"] if "cpu" in z else z["secs"]}
+        cached = {
+            "rows": z["rows"],
+            "secs": z["secs"],
+            "cpu": z["cpu"] if "cpu" in z else np.full(len(z["secs"]), np.nan),
+        }
         return {**json.loads(cache.with_suffix(".json").read_text()), **cached}
     t0 = time.perf_counter()
     load0 = _load()
