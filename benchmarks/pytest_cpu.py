@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for w, s in sorted(starts.items()):
         mine = [t for t in tests.values() if t["worker"] == w]
+        if not mine:
+            continue  # xdist's controller: it runs no test
         print(
             f"  {w}: start-up {s.get('cpu', 0):.1f} CPU s ({s.get('modules', 0)} modules), "
             f"{len(mine)} tests, {sum(t['cost'] for t in mine):.1f} CPU s, wall {sum(t['wall'] for t in mine):.1f} s"

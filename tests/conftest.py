@@ -179,10 +179,11 @@ class _GroupNodeIds:
 
 # Work units for `-n 2 --dist loadgroup` (the Makefile's): a group, else a whole test module, so that a module's
 # fixtures are built on one worker only. Units go out longest first (by the CPU seconds recorded in COSTS), so
-# the short ones fill in at the end and both workers finish together; a test missing from COSTS counts as
-# DEFAULT_COST. Rewrite COSTS after adding slow tests: `python benchmarks/pytest_cpu.py --write-costs` (see there).
+# the short ones fill in at the end and both workers finish together; a test missing from COSTS (the table leaves
+# out those under 0.05 s) counts as DEFAULT_COST. Rewrite COSTS after adding slow tests:
+# `python benchmarks/pytest_cpu.py PROFILE_DIR --write-costs tests/cpu_seconds.json` (see there).
 COSTS = Path(__file__).with_name("cpu_seconds.json")
-DEFAULT_COST = 0.1
+DEFAULT_COST = 0.02
 
 
 def _group_of(nodeid: str) -> str | None:
