@@ -11,7 +11,7 @@ LMMS_EVAL ?= lmms-eval==0.7.3
 OUT ?= outputs/quickstart
 PYTEST_ARGS ?=
 
-.PHONY: venv quickstart test lint bench clean
+.PHONY: venv quickstart test test-slow test-all lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,15 @@ lint: venv
 	$(BIN)/ruff format --check vidlab generation understanding tests benchmarks demos
 	$(BIN)/mypy   # settings and the per-module debt list: [tool.mypy] in pyproject.toml
 
+# `make test`: lint + every test not marked `slow` (about 2.5 min on 2 cores); `make test-slow`: the 42 `slow`
+# end-to-end tests (Ray clusters, a browser, real CLIs, kill/resume runs); CI (.ci/run) runs both, so all of them.
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+
+test-slow: venv
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m slow $(PYTEST_ARGS)
+
+test-all: test test-slow
 
 bench: venv
 	$(BIN)/vidlab bench --quick
