@@ -350,6 +350,9 @@ def parse_assistant_turn(text: str) -> ParsedTurn:
     for tag, (n_open, n_close) in counts.items():
         if n_open != n_close:
             return fail(f"unbalanced <{tag}> tags ({n_open} open, {n_close} close)")
+    for tag, found in (("thinking", thinking), ("tool_call", calls), ("answer", answers)):
+        if len(found) != counts[tag][0]:  # balanced counts, but a close before its open, or nested blocks
+            return fail(f"malformed <{tag}> blocks (nested, or </{tag}> before <{tag}>)")
     n_think, n_call, n_ans = counts["thinking"][0], counts["tool_call"][0], counts["answer"][0]
     if n_think == 0:
         return fail("missing <thinking> block")

@@ -168,6 +168,15 @@ def test_parser_accepts_exactly_the_well_formed_calls(start, end, prompt):
         assert t.tool_call.args == {"start_frame": start, "end_frame": end, "prompt": prompt.strip()}
 
 
+def test_a_close_tag_before_its_open_tag_is_a_protocol_error_not_a_crash():
+    # found by the property test above: balanced counts, no block (an IndexError before the fix)
+    t = P.parse_assistant_turn("<thinking>{</thinking></tool_call><tool_call>")
+    assert not t.ok and "malformed <tool_call>" in t.error
+    t = P.parse_assistant_turn("<thinking>a</thinking><answer><answer>A</answer></answer>")
+    assert not t.ok and "malformed <answer>" in t.error
+    assert not P.check_format("<thinking>{</thinking></tool_call><tool_call>").valid
+
+
 def test_parser_rejects_non_text():
     assert "not text" in P.parse_assistant_turn(None).error  # type: ignore[arg-type]
 
