@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from generation.subjects import WAN_TEXT_LENGTH
 from generation.toyworld.model import ModelConfig
 from vidlab.errors import UserError
 
@@ -551,9 +552,8 @@ def evaluate_checkpoint(cfg: TrainConfig, pipe, step: int) -> dict[str, Any]:
         frames=cfg.frames,
         height=cfg.size,
         width=cfg.size,
-        max_sequence_length=cfg.model.text_len,
     )
-    dp = denoise_probe(pipe, level=0.3, max_sequence_length=cfg.model.text_len)
+    dp = denoise_probe(pipe, level=0.3)  # both at the model's own text length, as vidlab samples
     return {
         "step": step,
         "single_presence": sp["presence"],
@@ -666,10 +666,10 @@ def check_config(cfg: TrainConfig) -> None:
         raise UserError(
             f"size={cfg.size} must be a multiple of {grid} (VAE {m.vae_scale_spatial}x x patch {m.patch[1]})"
         )
-    if m.text_len < LONGEST_CAPTION_TOKENS:
+    if not LONGEST_CAPTION_TOKENS <= m.text_len <= WAN_TEXT_LENGTH:
         raise UserError(
-            f"model.text_len={m.text_len} is shorter than the world's longest caption "
-            f"({LONGEST_CAPTION_TOKENS} tokens with its end token)"
+            f"model.text_len={m.text_len} must lie between the world's longest caption "
+            f"({LONGEST_CAPTION_TOKENS} tokens with its end token) and Wan's {WAN_TEXT_LENGTH} prompt rows"
         )
     unknown = sorted(set(cfg.stages or ()) - set(STAGES))
     if unknown:

@@ -164,9 +164,11 @@ def test_a_text_length_shorter_than_the_worlds_longest_caption_is_refused_in_one
     longest = max(len(tok(c).input_ids) for k in KINDS for c in all_captions(k))
     assert longest == LONGEST_CAPTION_TOKENS
     check_config(_cfg(tmp_path, f"model.text_len={longest}"))
-    with pytest.raises(UserError, match="text_len=10 is shorter") as e:
-        check_config(_cfg(tmp_path, "model.text_len=10"))
-    assert "\n" not in str(e.value)
+    check_config(_cfg(tmp_path, "model.text_len=512"))
+    for bad in (10, 513):
+        with pytest.raises(UserError, match=f"text_len={bad} must lie between") as e:
+            check_config(_cfg(tmp_path, f"model.text_len={bad}"))
+        assert "\n" not in str(e.value)
 
 
 @pytest.mark.slow
