@@ -467,10 +467,8 @@ class CompAttn:
 
         grid = TokenGrid.of(pipe)
         height, width, num_frames = self._geometry(kw, grid)
-        max_len = int(
-            kw.pop("max_sequence_length", None)
-            or cfg.max_sequence_length
-            or model_text_length(pipe.tokenizer)
+        max_len = model_text_length(
+            pipe.tokenizer, kw.pop("max_sequence_length", None) or cfg.max_sequence_length
         )
         if not cfg.enabled:  # plain diffusers: any prompt batch, layout only reported back
             lay = layout.layout if isinstance(layout, PreparedInputs) else None

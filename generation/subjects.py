@@ -127,9 +127,12 @@ def subject_token_indices(
 WAN_TEXT_LENGTH = 512
 
 
-def model_text_length(tokenizer: Any) -> int:
-    """The prompt length (rows, zero-padded) a pipeline's transformer was trained with: Wan's 512, or the
-    tokenizer's ``model_max_length`` where that is smaller (the toy world's model is trained with 16)."""
+def model_text_length(tokenizer: Any, requested: int | None = None) -> int:
+    """The prompt length (rows, zero-padded) to encode at: ``requested`` when given, else the length the
+    pipeline's transformer was trained with: Wan's 512, or the tokenizer's ``model_max_length`` where that is
+    smaller (the toy world's model is trained with 16)."""
+    if requested:
+        return int(requested)
     n = getattr(tokenizer, "model_max_length", None)
     return min(WAN_TEXT_LENGTH, int(n)) if n else WAN_TEXT_LENGTH
 

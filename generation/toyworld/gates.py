@@ -117,7 +117,7 @@ def _encode_text(pipe: Any, prompts: list[str], max_sequence_length: int | None)
             negative_prompt=[""] * len(prompts),
             do_classifier_free_guidance=True,
             device="cpu",
-            max_sequence_length=max_sequence_length or model_text_length(pipe.tokenizer),
+            max_sequence_length=model_text_length(pipe.tokenizer, max_sequence_length),
         )
     return cond, uncond
 
@@ -228,7 +228,7 @@ def single_presence(
                 num_frames=frames,
                 num_inference_steps=steps,
                 guidance_scale=guidance,
-                max_sequence_length=max_sequence_length or model_text_length(pipe.tokenizer),
+                max_sequence_length=model_text_length(pipe.tokenizer, max_sequence_length),
                 generator=gens,
                 output_type="np",
             ).frames

@@ -214,3 +214,4 @@ def test_the_model_text_length_is_wans_512_unless_the_tokenizer_says_less():
     assert model_text_length(SimpleNamespace(model_max_length=16)) == 16
     assert model_text_length(SimpleNamespace(model_max_length=int(1e30))) == 512  # transformers' "no limit"
     assert model_text_length(SimpleNamespace()) == 512
+    assert model_text_length(SimpleNamespace(model_max_length=16), 64) == 64  # an explicit request wins
