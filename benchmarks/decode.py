@@ -13,6 +13,8 @@ per file (opening is reported separately); every timed call fetches the frames a
 Robust to load: in every case vidlab and each peer run once per round (>= 7 rounds, rotating order), each
 peer's time is divided by vidlab's time of the same round, and the table reports the median of these
 paired ratios with their range, plus the load average; a peer counts as best when its median is lowest.
+A peer that is clearly not the best (after 3 rounds its fastest call took over twice the slowest call of
+another peer) stops early; vidlab and the leading peers run every round.
 The same pairing in process CPU time (all threads) is reported beside it: on a loaded machine the
 scheduler's share, not the decoder, sets much of the wall time, while CPU time follows the work done.
 Also measured: peak RSS of a fresh process reading 32 frames from the long (2-hour) video.
@@ -20,7 +22,9 @@ Also measured: peak RSS of a fresh process reading 32 frames from the long (2-ho
 
 from __future__ import annotations
 
+import argparse
 import gc
+import hashlib
 import json
 import os
 import subprocess
@@ -33,12 +37,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import bench_args, emit_json, print_table  # noqa: E402
-from vidlab.io import atomic_path  # noqa: E402
+from vidlab.io import atomic_path, atomic_write_json  # noqa: E402
 from vidlab.paths import cache_dir  # noqa: E402
 
 EPILOG = """examples:
   python benchmarks/decode.py --quick      # 320x180, short 750 / long 6000 frames, 16 and 32 frames (< 60 s)
   python benchmarks/decode.py              # 640x360, short 3000 / long 174000 frames (2 h 0 m 50 s at 24 fps)
+  python benchmarks/decode.py --resume /tmp/dec   # saves each file's cases; run again to continue
+  python benchmarks/decode.py --quick --files short-250 --repeats 9   # one file, 9 paired rounds
 """
 
 # x264 veryfast with a fixed IBBBP pyramid: the B-frame layout of typical streaming encodes (x264's
@@ -94,6 +100,49 @@ def tile_video(src: Path, repeats: int) -> Path:
     return dst
 
 
+FILES = ("short-30", "long-30", "short-250", "long-250")
+
+
+def _files(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in names if t not in FILES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(FILES)}, got {text!r}")
+    return names
+
+
+def _extra(ap) -> None:
+    ap.add_argument(
+        "--resume", metavar="DIR", default=None,
+        help="write each file's cases to DIR/<file>.json as it finishes and skip files already there (same "
+        "sizes, rounds, backends and reader source); delete DIR to measure again",
+    )  # fmt: skip
+    ap.add_argument(
+        "--files", type=_files, default=None, help=f"only these files, comma-separated: {','.join(FILES)}"
+    )
+
+
+def reader_source_hash() -> str:
+    """Hash of vidlab's video package source: a resumed file's cases count only for the same reader."""
+    root = Path(__file__).resolve().parents[1] / "vidlab" / "video"
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def resumed(folder: str | None, key: str, signature: dict) -> list[dict] | None:
+    """The saved cases of ``key`` in ``folder`` if they were measured under ``signature``, else None."""
+    if not folder:
+        return None
+    path = Path(folder) / f"{key}.json"
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return saved["rows"] if saved.get("signature") == signature else None
+
+
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -103,26 +152,43 @@ def _spread(x) -> dict:
     return {"median": float(np.median(a)), "min": float(a.min()), "max": float(a.max()), "n": int(a.size)}
 
 
-def paired_rounds(fns: dict, idx, rounds: int) -> dict:
+def paired_rounds(fns: dict, idx, rounds: int, drop_after: int = 3, dominated: float = 2.0) -> dict:
     """Run every contender once per round (the order rotates round by round, after one untimed warm-up
     call each); returns ``{name: [seconds per round], "vidlab_vs": {peer: [t_peer / t_vidlab per round]},
-    "cpu_vs": {peer: [...]}}`` (the paired ratio: vidlab's speed over the peer's, both timed in the same
-    round; ``cpu_vs`` pairs the process's CPU time instead of wall time: what a loaded machine's scheduler
-    does not distort, and all threads count, so a contender gains nothing by spreading work over threads)."""
+    "cpu_vs": {peer: [...]}, "dropped": {peer: rounds run}}`` (the paired ratio: vidlab's speed over the
+    peer's, both timed in the same round; ``cpu_vs`` pairs the process's CPU time instead of wall time: what
+    a loaded machine's scheduler does not distort, and all threads count, so a contender gains nothing by
+    spreading work over threads).
+
+    A peer that cannot be the best one stops early, to spend the time on the contenders that matter: after
+    ``drop_after`` rounds, a peer whose fastest round so far took more than ``dominated`` times the slowest
+    round of another peer leaves (its ratios keep the rounds it ran, each paired with vidlab's time of that
+    round). vidlab and the fastest peers always run every round."""
     names = list(fns)
     for fn in fns.values():
         fn(idx)
     times: dict = {k: [] for k in names}
     cpu: dict = {k: [] for k in names}
+    live = list(names)
+    dropped: dict = {}
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in live[r % len(live) :] + live[: r % len(live)]:
             c0, t0 = time.process_time(), time.perf_counter()
             fns[name](idx)
             times[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
+        if r + 1 >= drop_after and r + 1 < rounds:
+            peers = [k for k in live if k != "vidlab"]
+            for k in peers:
+                if any(
+                    min(times[k]) > dominated * max(times[o]) for o in peers if o != k and o not in dropped
+                ):
+                    dropped[k] = r + 1
+            live = [k for k in live if k not in dropped]
     v, vc = np.asarray(times["vidlab"]), np.maximum(np.asarray(cpu["vidlab"]), 1e-9)
-    times["vidlab_vs"] = {k: list(np.asarray(times[k]) / v) for k in names if k != "vidlab"}
-    times["cpu_vs"] = {k: list(np.asarray(cpu[k]) / vc) for k in names if k != "vidlab"}
+    times["vidlab_vs"] = {k: list(np.asarray(times[k]) / v[: len(times[k])]) for k in names if k != "vidlab"}
+    times["cpu_vs"] = {k: list(np.asarray(cpu[k]) / vc[: len(cpu[k])]) for k in names if k != "vidlab"}
+    times["dropped"] = dropped
     return times
 
 
@@ -216,7 +282,7 @@ def peak_rss(path: Path, backend: str) -> dict:
 
 
 def main(argv=None) -> int:
-    args = bench_args(__doc__.splitlines()[0], EPILOG, argv)
+    args = bench_args(__doc__.splitlines()[0], EPILOG, argv, extra=_extra)
     from vidlab.video import available_backends, open_video, uniform_indices
     from vidlab.video.testing import codes_of
 
@@ -239,9 +305,23 @@ def main(argv=None) -> int:
         f"; backends here: {have}",
         flush=True,
     )
-    rows, cases = [], []
-    rng = np.random.default_rng(0)
+    rows: list[dict] = []
+    cases = rows
+    signature = {"size": [width, height], "chunk": chunk, "tiles": tiles, "counts": list(counts),
+                 "rounds": rounds, "backends": have, "reader_source": reader_source_hash()}  # fmt: skip
     for kind, gop, path in files:
+        key = f"{kind}-{gop}"
+        if args.files and key not in args.files:
+            continue
+        saved = resumed(args.resume, key, signature)
+        if saved is not None:
+            print(
+                f"  {kind} gop{gop}: resumed from {args.resume}/{key}.json ({len(saved)} cases)", flush=True
+            )
+            rows.extend(saved)
+            continue
+        file_rows: list[dict] = []
+        rng = np.random.default_rng([0, gop, len(kind)])  # per file, so a resumed run draws the same indices
         t0 = time.perf_counter()
         reader = open_video(path)
         open_s = {"vidlab": time.perf_counter() - t0}
@@ -313,7 +393,11 @@ def main(argv=None) -> int:
         )
         for (n, pattern, idx), res in zip(plan, timings):
             exact = codes_of(reader.get_frames(idx)) == [int(i) % chunk for i in idx]
-            fps = {k: n / float(np.median(v)) for k, v in res.items() if k not in ("vidlab_vs", "cpu_vs")}
+            fps = {
+                k: n / float(np.median(v))
+                for k, v in res.items()
+                if k not in ("vidlab_vs", "cpu_vs", "dropped")
+            }
             ratios = {k: _spread(v) for k, v in res["vidlab_vs"].items()}
             cpu_ratios = {k: _spread(v) for k, v in res["cpu_vs"].items()}
             if "pyav-seq" not in ratios:  # long file: estimated once per file, unpaired
@@ -335,13 +419,13 @@ def main(argv=None) -> int:
                 "backend": reader.backend,
                 "exact": exact,
                 "seq": "" if to_decode <= cap else "est",
+                "dropped_after_rounds": res["dropped"],
                 "paired_ratios": {k: {m: round(x, 3) for m, x in v.items()} for k, v in ratios.items()},
                 "paired_cpu_ratios": {
                     k: {m: round(x, 3) for m, x in v.items()} for k, v in cpu_ratios.items()
                 },
             }
-            rows.append(row)
-            cases.append(row)
+            file_rows.append(row)
             print(
                 f"    n={n:<3d} {pattern:7s} vidlab {fps['vidlab']:8.1f} f/s  best peer {best} "
                 f"{fps[best]:8.1f} f/s  paired ratio median {row['vs_best']:.2f}x "
@@ -351,6 +435,12 @@ def main(argv=None) -> int:
             )
         reader.close()
         peers.clear()
+        rows.extend(file_rows)
+        if args.resume:
+            atomic_write_json(Path(args.resume) / f"{key}.json", {"signature": signature, "rows": file_rows})
+    if not rows:
+        print("no file selected", file=sys.stderr)
+        return 2
     cols = ["file", "gop", "n", "pattern", "vidlab", *(["decord"] if "decord" in have else []), "pyav-seek",
             "pyav-seek-auto", "pyav-seq", *(["tc-exact", "tc-approx"] if "torchcodec" in have else []),
             "best_peer", "vs_best", "vs_best_range", "pairs", "vs_best_cpu", "vs_seek", "backend", "exact", "seq"]  # fmt: skip

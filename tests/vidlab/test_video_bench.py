@@ -49,13 +49,54 @@ def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same
         return fn
 
     fns = {"vidlab": ticker("vidlab", 0.25), "slow": ticker("slow", 1.0), "fast": ticker("fast", 0.125)}
-    res = paired_rounds(fns, [0], rounds=7)
+    res = paired_rounds(fns, [0], rounds=7, dominated=float("inf"))  # nobody leaves early here
     assert calls[:3] == ["vidlab", "slow", "fast"]  # one untimed warm-up call each
     timed = calls[3:]
     assert [timed[3 * r] for r in range(3)] == ["vidlab", "slow", "fast"]  # each round starts one further on
     assert res["vidlab"] == [0.25] * 7 and res["slow"] == [1.0] * 7 and res["fast"] == [0.125] * 7
     assert res["vidlab_vs"]["slow"] == [4.0] * 7 and res["vidlab_vs"]["fast"] == [0.5] * 7
     assert sorted(res["cpu_vs"]) == ["fast", "slow"] and all(len(v) == 7 for v in res["cpu_vs"].values())
+
+
+def test_paired_rounds_drops_only_a_peer_that_another_peer_beats_twice_over(monkeypatch):
+    import benchmarks.decode as decode
+
+    now = [0.0]
+    monkeypatch.setattr(decode.time, "perf_counter", lambda: now[0])
+    calls = []
+
+    def ticker(name, s):
+        def fn(idx):
+            calls.append(name)
+            now[0] += s
+
+        return fn
+
+    # "slow" takes 4x "fast" (dominated: leaves after 3 rounds); "near" takes 1.5x "fast" (stays); vidlab
+    # itself is slower than every peer, so only peer-vs-peer dominance decides
+    fns = {n: ticker(n, s) for n, s in {"vidlab": 8.0, "slow": 2.0, "near": 0.75, "fast": 0.5}.items()}
+    res = decode.paired_rounds(fns, [0], rounds=7)
+    assert res["dropped"] == {"slow": 3}
+    assert calls.count("slow") == 1 + 3 and calls.count("near") == calls.count("vidlab") == 1 + 7
+    assert res["vidlab_vs"]["slow"] == [0.25] * 3 and res["vidlab_vs"]["near"] == [0.09375] * 7
+    assert len(res["cpu_vs"]["slow"]) == 3 and len(res["cpu_vs"]["fast"]) == 7
+    # with no dominance threshold reached nobody leaves
+    assert decode.paired_rounds(fns, [0], rounds=7, dominated=5.0)["dropped"] == {}
+
+
+def test_resume_keeps_a_file_only_under_the_same_signature(tmp_path):
+    import benchmarks.decode as decode
+    from vidlab.io import atomic_write_json
+
+    sig = {"rounds": 7, "reader_source": decode.reader_source_hash()}
+    atomic_write_json(tmp_path / "long-250.json", {"signature": sig, "rows": [{"vs_best": 1.5}]})
+    assert decode.resumed(str(tmp_path), "long-250", sig) == [{"vs_best": 1.5}]
+    assert decode.resumed(str(tmp_path), "long-250", {**sig, "rounds": 9}) is None  # other settings
+    assert (
+        decode.resumed(str(tmp_path), "short-30", sig) is None
+        and decode.resumed(None, "long-250", sig) is None
+    )
+    assert len(sig["reader_source"]) == 16
 
 
 def test_table_and_json_line(capsys):

@@ -54,6 +54,23 @@ def test_parallel_returns_exactly_the_serial_frames(root, name, always_parallel)
         assert par.stats()["decoded"] == sum(lane.decoded for lane in par._lanes)
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_unsorted_requests_decode_straight_into_their_rows(root, workers, always_parallel, monkeypatch):
+    """Unsorted or repeated indices: each distinct frame is written once into the first row that asked for it
+    and repeats are copied from there: no sorted array that is then reordered into a second one."""
+    path, n, _ = build(root, "h264_gop30")
+    idx = request(n, np.random.default_rng(5))
+    with PyAVReader(path, workers=workers) as r:
+        want = r.get_frames(np.unique(idx))  # sorted: the plain path
+        monkeypatch.setattr(
+            PyAVReader, "_decode_sorted", lambda *a: pytest.fail("decoded to a temporary array")
+        )
+        got = r.get_frames(idx)
+        assert codes_of(got) == idx.tolist() and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want[np.searchsorted(np.unique(idx), idx)])
+        assert r.parallel_calls == (2 if workers > 1 else 0)
+
+
 def test_groups_match_the_serial_seeks(root):
     """plan_groups cuts exactly where the serial planner seeks, so each group is independent."""
     path, n, _ = build(root, "h264_gop30")

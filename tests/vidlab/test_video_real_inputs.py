@@ -196,6 +196,7 @@ def test_rotation_is_applied_as_ffmpeg_shows_it(rotated, maker, angle, backend):
         assert big.shape == ((1, 100, 75, 3) if swapped else (1, 75, 100, 3))
         streamed = np.stack([f for _, f in r.iter_frames(0, 12, 5)])
         np.testing.assert_array_equal(streamed, shown[::5])
+        np.testing.assert_array_equal(r.get_frames([9, 3, 9, 0]), shown[[9, 3, 9, 0]])  # unsorted, a repeat
     with open_video(path, backend=backend, rotate=False) as r:  # the coded picture
         assert (r.width, r.height) == (160, 120)
         np.testing.assert_array_equal(r.get_frames(np.arange(12)), upright)

@@ -272,30 +272,40 @@ class PyAVReader(VideoReader):
 
     def _decode_sorted(self, indices: np.ndarray, width: int, height: int) -> np.ndarray:
         out = np.empty((indices.size, height, width, 3), dtype=np.uint8)
+        self._decode_sorted_into(indices, out, np.arange(indices.size))
+        return out
+
+    def _decode_sorted_into(self, indices: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
+        """Decode sorted ``indices`` into ``out[rows[k]]``: each frame goes straight to its row (no copy)."""
+        height, width = out.shape[1:3]
         keys = self._index.keyframe_of(indices)
         if self.workers > 1 and indices.size > 1:
             groups = keyframe_groups(keys)
             if len(groups) > 1:
                 work = sum(int(indices[b - 1] - keys[a]) + 1 for a, b in groups)  # frames to decode, at most
                 if work * width * height >= PARALLEL_MIN_WORK:
-                    self._decode_parallel(indices, keys, groups, out)
-                    return out
-        self._decode_into(indices, keys, out)
-        return out
+                    self._decode_parallel(indices, keys, groups, out, rows)
+                    return
+        self._decode_into(indices, keys, out, rows)
 
-    def _decode_into(self, indices: np.ndarray, keys: np.ndarray, out: np.ndarray) -> None:
-        """Serial plan: decode sorted ``indices`` (with their keyframes) into ``out`` on this decoder."""
+    def _decode_into(self, indices: np.ndarray, keys: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
+        """Serial plan: decode sorted ``indices`` (with their keyframes) into ``out[rows]`` on this decoder."""
         height, width = out.shape[1:3]
-        for k, (t, key) in enumerate(zip(indices.tolist(), keys.tolist())):
+        for r, t, key in zip(rows.tolist(), indices.tolist(), keys.tolist()):
             # Seek when not decoding, when the target is behind us, or when a keyframe at or before the
             # target lies beyond the next frame (skipping a whole stretch beats decoding it).
             if self._frames is None or t <= self._pos or key > self._pos + 1:
                 self._seek_to(t)
             frame = self._advance_to(t)
-            out[k] = self._rgb(frame, width, height)
+            out[r] = self._rgb(frame, width, height)
 
     def _decode_parallel(
-        self, indices: np.ndarray, keys: np.ndarray, groups: list[tuple[int, int]], out: np.ndarray
+        self,
+        indices: np.ndarray,
+        keys: np.ndarray,
+        groups: list[tuple[int, int]],
+        out: np.ndarray,
+        rows: np.ndarray,
     ) -> None:
         """Decode independent groups on up to ``workers`` lanes at once, each writing its own rows of ``out``.
 
@@ -312,7 +322,7 @@ class PyAVReader(VideoReader):
                     if failed.is_set():
                         return
                     try:
-                        lane._decode_into(indices[a:b], keys[a:b], out[a:b])
+                        lane._decode_into(indices[a:b], keys[a:b], out, rows[a:b])
                     except BaseException:
                         failed.set()
                         raise
