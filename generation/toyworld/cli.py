@@ -22,7 +22,7 @@ EPILOG = """examples:
   vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld model=outputs/toy --out outputs/g
 
 keys: seed size frames threads vae_steps vae_batch vae_lr vae_fg_weight clips mix.single mix.motion mix.relation
-mix.count vae_dec_steps vae_dec_lr dit_steps dit_batch dit_lr dit_sigma_shift caption_dropout ema eval_every
+mix.count vae_dec_steps vae_dec_lr dit_steps dit_batch dit_lr dit_sigma_shift dit_fg_weight caption_dropout ema eval_every
 eval_seeds eval_steps ckpt_every ckpt_dir stages model.* (z_dim, vae_dim_mult, heads, head_dim, layers, text_len, ...)"""
 
 

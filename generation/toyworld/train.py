@@ -75,6 +75,11 @@ class TrainConfig:
     vae_frame0_weight: float = 4.0
     # stage 2: the fixed training set (mostly single subjects: multi-subject prompts stay the hard case)
     clips: int = 5000
+    # the training clips' world (``WorldConfig.grid`` / ``radius``): 0 = shape centres anywhere (the shipped
+    # model); 0.125 = on the toy Wan's 8 px token grid, so a shape covers its tokens in one pattern, not at any
+    # sub-token phase. The VAE trains on the default world either way (its gate is measured there)
+    world_grid: float = 0.0
+    world_radius: list[float] = field(default_factory=lambda: [0.12, 0.15])
     mix: dict[str, float] = field(
         default_factory=lambda: {"single": 0.6, "motion": 0.1, "relation": 0.2, "count": 0.1}
     )
@@ -93,6 +98,10 @@ class TrainConfig:
     dit_anneal_steps: int = 0
     dit_anneal_lr: float = 1e-4
     dit_sigma_shift: float = 1.0  # training noise levels: shift 1 = uniform (30% below 0.3, where edges form)
+    # loss weight of the latent positions a shape covers (its 4x4-pooled pixels, grown by one latent pixel) against
+    # the background's 1: shapes fill ~6% of a frame, so at 1 the shape-level error that tells a square from a
+    # circle is a sliver of the loss (1: plain flow matching, the shipped model)
+    dit_fg_weight: float = 1.0
     caption_dropout: float = 0.1
     # the UMT5 text encoder trained jointly from scratch (the shipped model), or frozen at its random
     # initialisation (as Wan keeps its pretrained UMT5 frozen). Trained jointly it collapsed the shape words
@@ -140,7 +149,7 @@ STAGE_KEYS = {
         "vae_frame0_weight",
         "model.vae_decoder_base_dim",
     ),
-    "latents": ("clips", "mix"),
+    "latents": ("clips", "mix", "world_grid", "world_radius"),
     # not the step counts of stages 3-4: their schedule is constant, so more steps extend a run exactly
     "vaedec": ("vae_dec_lr", "vae_dec_noise"),
     "dit": (
@@ -148,6 +157,7 @@ STAGE_KEYS = {
         "dit_batch",
         "dit_lr",
         "dit_sigma_shift",
+        "dit_fg_weight",
         "caption_dropout",
         "train_text_encoder",
         "ema",
@@ -165,6 +175,11 @@ DEPENDS = {
 }
 
 
+# options added after checkpoints existed: part of a checkpoint's identity only when set away from these values
+# (which reproduce the older training exactly), so those checkpoints still resume
+LATER_OPTIONS: dict[str, Any] = {"dit_fg_weight": 1.0, "world_grid": 0.0, "world_radius": [0.12, 0.15]}
+
+
 def stage_identity(cfg: TrainConfig, stage: str) -> dict[str, Any]:
     """The settings a stage's checkpoint depends on (its own and every earlier stage's)."""
     flat: dict[str, Any] = {}
@@ -176,7 +191,7 @@ def stage_identity(cfg: TrainConfig, stage: str) -> dict[str, Any]:
     keys: list[str] = []
     for st in DEPENDS[stage]:
         keys += STAGE_KEYS[st]
-    out = {k: flat[k] for k in keys}
+    out = {k: flat[k] for k in keys if k not in LATER_OPTIONS or flat[k] != LATER_OPTIONS[k]}
     if "model" in out:  # the sampler's shift is not a training setting
         out["model"] = {k: v for k, v in out["model"].items() if k != "flow_shift"}
     return out
@@ -348,12 +363,64 @@ def training_captions() -> dict[str, list[str]]:
     return {k: [c for c in all_captions(k) if c not in held] for k in KINDS}
 
 
+def training_scene(cfg: TrainConfig, i: int):
+    """Clip ``i`` of the fixed training set: (kind, caption, scene), the same every time it is drawn."""
+    from generation.toyworld.world import WorldConfig, scene_for_caption
+
+    pools = training_captions()
+    kinds = sorted(cfg.mix)
+    probs = np.array([cfg.mix[k] for k in kinds], dtype=np.float64)
+    probs /= probs.sum()
+    rng = _np_rng(cfg.seed, "latents", i)
+    kind = kinds[int(rng.choice(len(kinds), p=probs))]
+    pool = pools[kind]
+    cap = pool[int(rng.integers(len(pool)))]
+    wc = WorldConfig(
+        size=cfg.size,
+        frames=cfg.frames,
+        radius=(cfg.world_radius[0], cfg.world_radius[1]),
+        grid=cfg.world_grid,
+    )
+    return kind, cap, scene_for_caption(cap, rng, wc)
+
+
+def latent_fg_weights(cfg: TrainConfig, captions: list[str], progress: bool = False):
+    """Per-clip loss weights on the latent grid, ``[N, 1, T', H', W']``: ``dit_fg_weight`` where a shape is.
+
+    Each training clip is drawn again (``training_scene``; its caption must match the stored one), its shape
+    pixels (as the VAE stage finds them) are max-pooled to the VAE's grid -- latent frame 0 is frame 0, each later
+    latent frame the next ``vae_scale_temporal`` frames -- and grown by one latent pixel, so the rim counts too.
+    """
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    from generation.toyworld.world import render
+
+    m = cfg.model
+    ks, kt = m.vae_scale_spatial, m.vae_scale_temporal
+    masks = []
+    for i, cap in enumerate(tqdm(captions, desc="shape masks", disable=not progress)):
+        _, cap_i, scene = training_scene(cfg, i)
+        if cap_i != cap:
+            raise TrainStateError(f"training clip {i} is {cap_i!r} now but {cap!r} in the latents")
+        clip = render(scene)
+        fg = torch.from_numpy(np.abs(clip.astype(np.int16) - scene.background).max(-1) > 12).float()
+        first, rest = fg[:1], fg[1:].reshape(-1, kt, *fg.shape[1:]).amax(1)
+        masks.append(torch.cat([first, rest]))
+    mk = torch.stack(masks)[:, None]  # [N, 1, T', S, S]
+    n, _, t, s, _ = mk.shape
+    mk = F.max_pool2d(mk.reshape(n * t, 1, s, s), ks)
+    mk = F.max_pool2d(mk, 3, stride=1, padding=1).reshape(n, 1, t, s // ks, s // ks)
+    return 1.0 + (cfg.dit_fg_weight - 1.0) * mk
+
+
 def build_latents(cfg: TrainConfig, vae, root: Path, progress: bool = True) -> dict[str, Any]:
     """Render and encode the fixed training set once (resumable in chunks)."""
     import torch
     from tqdm.auto import tqdm
 
-    from generation.toyworld.world import WorldConfig, render, scene_for_caption
+    from generation.toyworld.world import render
 
     path = root / "latents.safetensors"
     if path.is_file():
@@ -369,22 +436,14 @@ def build_latents(cfg: TrainConfig, vae, root: Path, progress: bool = True) -> d
             "done": False,
             "identity": stage_identity(cfg, "latents"),
         }
-    pools = training_captions()
-    kinds = sorted(cfg.mix)
-    probs = np.array([cfg.mix[k] for k in kinds], dtype=np.float64)
-    probs /= probs.sum()
-    wc = WorldConfig(size=cfg.size, frames=cfg.frames)
     chunk = 50
     bar = tqdm(total=cfg.clips, initial=len(st["captions"]), desc="latents", disable=not progress)
     while len(st["captions"]) < cfg.clips:
         i0 = len(st["captions"])
         clips, caps, kk = [], [], []
         for i in range(i0, min(cfg.clips, i0 + chunk)):
-            rng = _np_rng(cfg.seed, "latents", i)
-            kind = kinds[int(rng.choice(len(kinds), p=probs))]
-            pool = pools[kind]
-            cap = pool[int(rng.integers(len(pool)))]
-            clips.append(render(scene_for_caption(cap, rng, wc)))
+            kind, cap, scene = training_scene(cfg, i)
+            clips.append(render(scene))
             caps.append(cap)
             kk.append(kind)
         with torch.no_grad():
@@ -601,6 +660,7 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], vae_state: dict, root: Pat
     std = data["std"].view(1, -1, 1, 1, 1)
     x_all = (z - mean) / std
     caps = data["captions"]
+    w_all = latent_fg_weights(cfg, caps, progress) if cfg.dit_fg_weight != 1.0 else None
     bar = tqdm(total=total, initial=step, desc="transformer", disable=not progress, dynamic_ncols=True)
     while step < total:
         g = _gen(cfg.seed, "dit", step)
@@ -621,7 +681,12 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], vae_state: dict, root: Pat
         pred = tr(
             hidden_states=xt, timestep=sigma.flatten() * 1000.0, encoder_hidden_states=emb, return_dict=False
         )[0]
-        loss = (pred - (noise - x0)).pow(2).mean()
+        err = (pred - (noise - x0)).pow(2)
+        if w_all is None:
+            loss = err.mean()
+        else:  # weighted mean: the loss keeps its scale, the shapes get dit_fg_weight x the say
+            w = w_all[idx].expand_as(err)
+            loss = (w * err).sum() / w.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -670,6 +735,13 @@ def check_config(cfg: TrainConfig) -> None:
         raise UserError(
             f"model.text_len={m.text_len} must lie between the world's longest caption "
             f"({LONGEST_CAPTION_TOKENS} tokens with its end token) and Wan's {WAN_TEXT_LENGTH} prompt rows"
+        )
+    lo, hi = (list(cfg.world_radius) + [0.0, 0.0])[:2]
+    if len(cfg.world_radius) != 2 or not 0 < lo <= hi < 0.25:
+        raise UserError(f"world_radius={cfg.world_radius} must be [low, high] with 0 < low <= high < 0.25")
+    if not 0 <= cfg.world_grid < 0.5:
+        raise UserError(
+            f"world_grid={cfg.world_grid} must be 0 (anywhere) or a fraction of the side below 0.5"
         )
     unknown = sorted(set(cfg.stages or ()) - set(STAGES))
     if unknown:

@@ -61,6 +61,14 @@ class WorldConfig:
     radius: tuple[float, float] = (0.12, 0.15)  # shape "radius" as a fraction of the side
     travel: float = 0.4  # how far a moving shape goes over the clip (fraction of the side)
     gap: float = 0.06  # minimum free space between two shapes (fraction of the side)
+    # 0: shape centres anywhere. g > 0: centres (at every frame) on multiples of g x size px, and a moving shape's
+    # travel rounded to a multiple of g x size x (frames - 1), so each frame's step is on the grid too. With
+    # g = 0.125 at 64 px that is the 8 px token grid of the toy Wan (4x VAE, patch 2): every shape then covers
+    # the tokens in the same pattern, instead of at any sub-token phase
+    grid: float = 0.0
+
+    def _grid_px(self) -> float:
+        return self.grid * self.size
 
 
 @dataclass
@@ -202,9 +210,21 @@ def _pos(
 ) -> tuple[float, float]:
     s = cfg.size
     m = 1.15 * r + 1
-    x = rng.uniform(max(m, lo[0] * s), min(s - m, hi[0] * s))
-    y = rng.uniform(max(m, lo[1] * s), min(s - m, hi[1] * s))
-    return (float(x), float(y))
+    return (
+        _coord(rng, max(m, lo[0] * s), min(s - m, hi[0] * s), cfg),
+        _coord(rng, max(m, lo[1] * s), min(s - m, hi[1] * s), cfg),
+    )
+
+
+def _coord(rng: np.random.Generator, a: float, b: float, cfg: WorldConfig) -> float:
+    """A coordinate in [a, b]: uniform, or (``cfg.grid``) a uniformly chosen grid point there."""
+    g = cfg._grid_px()
+    if g <= 0:
+        return float(rng.uniform(a, b))
+    k0, k1 = int(np.ceil(a / g - 1e-9)), int(np.floor(b / g + 1e-9))
+    if k1 < k0:
+        raise ValueError(f"no grid point ({g:g} px) between {a:.1f} and {b:.1f} px: a smaller radius or grid")
+    return float(g * rng.integers(k0, k1 + 1))
 
 
 def _radius(rng: np.random.Generator, cfg: WorldConfig) -> float:
@@ -226,10 +246,13 @@ def scene_for_caption(caption: str, rng: np.random.Generator, cfg: WorldConfig |
         elif p.kind == "motion":
             (c, sh), r = p.subjects[0], _radius(rng, cfg)
             d = cfg.travel * s
+            if cfg.grid > 0:  # every frame's step on the grid
+                unit = cfg._grid_px() * max(1, cfg.frames - 1)
+                d = unit * max(1, round(d / unit))
             dx, dy = {"left": (-d, 0), "right": (d, 0), "up": (0, -d), "down": (0, d)}[p.motion or ""]
             m = 1.15 * r + 1
-            x0 = rng.uniform(max(m, m - dx), min(s - m, s - m - dx))
-            y0 = rng.uniform(max(m, m - dy), min(s - m, s - m - dy))
+            x0 = _coord(rng, max(m, m - dx), min(s - m, s - m - dx), cfg)
+            y0 = _coord(rng, max(m, m - dy), min(s - m, s - m - dy), cfg)
             objs = [WorldObject(c, sh, r, (float(x0), float(y0)), (float(x0 + dx), float(y0 + dy)))]
         elif p.kind == "count":
             (c, sh) = p.subjects[0]

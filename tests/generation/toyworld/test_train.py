@@ -202,3 +202,67 @@ def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_
         train(_cfg(tmp_path / "ck", *extra, "dit_anneal_lr=0.001"), tmp_path / "pipe2", progress=False)
     with pytest.raises(TrainStateError, match="another annealing phase"):  # the same steps at a constant rate
         train(_cfg(tmp_path / "ck", *extra[:3], "dit_steps=3"), tmp_path / "pipe3", progress=False)
+
+
+def test_shape_weights_cover_every_shape_on_the_latent_grid_and_nothing_far_from_one(tmp_path):
+    """``dit_fg_weight``: the latent cells a shape covers (frame 0 alone, later frames pooled as the VAE pools
+    them) get the weight, cells two or more latent pixels from every shape get 1; the weights follow the stored
+    captions or refuse; a checkpoint trained at another weight does not resume."""
+    from generation.toyworld.train import TrainStateError, latent_fg_weights, train, training_scene
+
+    cfg = _cfg(tmp_path / "ck", "size=64", "model.vae_dim_mult=[1,2,2]", "dit_fg_weight=5", "clips=12")
+    caps = [training_scene(cfg, i)[1] for i in range(cfg.clips)]
+    w = latent_fg_weights(cfg, caps)
+    assert w.shape == (12, 1, 2, 16, 16) and set(w.unique().tolist()) == {1.0, 5.0}
+    for i in range(cfg.clips):
+        scene = training_scene(cfg, i)[2]
+        for lt, frames in ((0, [0]), (1, [1, 2, 3, 4])):
+            near = torch.zeros(16, 16, dtype=torch.bool)
+            for f in frames:
+                for o in scene.objects:
+                    x0, y0, x1, y1 = (v * 16 for v in o.box(f / 4, 64))
+                    cx, cy = int((x0 + x1) / 2), int((y0 + y1) / 2)
+                    assert w[i, 0, lt, cy, cx] == 5.0, (caps[i], lt, f)  # the shape's centre is weighted
+                    near[max(0, int(y0) - 2) : int(y1) + 3, max(0, int(x0) - 2) : int(x1) + 3] = True
+            assert (w[i, 0, lt][~near] == 1.0).all(), (caps[i], lt)  # nothing far from every shape is
+    with pytest.raises(TrainStateError, match="training clip 1"):
+        latent_fg_weights(cfg, [caps[0], "a red circle" if caps[1] != "a red circle" else "a blue star"])
+    train(_cfg(tmp_path / "ck2", "dit_fg_weight=5", "dit_steps=1"), tmp_path / "pipe", progress=False)
+    with pytest.raises(TrainStateError, match="dit_fg_weight"):
+        train(_cfg(tmp_path / "ck2", "dit_steps=2"), tmp_path / "pipe2", progress=False)
+
+
+def test_options_added_later_leave_older_checkpoints_identity_alone_until_set():
+    """``LATER_OPTIONS`` at their defaults reproduce the older training, so they are not part of a checkpoint's
+    identity (older checkpoints resume); set away from them, they are, in the stages they change."""
+    from generation.toyworld.train import LATER_OPTIONS, TrainConfig, stage_identity
+
+    base = TrainConfig()
+    assert all(getattr(base, k) == v for k, v in LATER_OPTIONS.items())
+    for stage in ("vae", "latents", "vaedec", "dit"):
+        assert not set(LATER_OPTIONS) & set(stage_identity(base, stage))
+    grid = TrainConfig(world_grid=0.125)
+    assert stage_identity(grid, "latents")["world_grid"] == 0.125 and "world_grid" in stage_identity(
+        grid, "dit"
+    )
+    assert stage_identity(grid, "vae") == stage_identity(base, "vae")  # the VAE trains on the default world
+    fg = TrainConfig(dit_fg_weight=5.0)
+    assert stage_identity(fg, "latents") == stage_identity(
+        base, "latents"
+    ) and "dit_fg_weight" in stage_identity(fg, "dit")
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("world_grid=0.6", "world_grid=0.6"),
+        ("world_radius=[0.2,0.1]", "world_radius"),
+        ("world_radius=[0.3]", "low"),
+    ],
+)
+def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_built(tmp_path, bad, says):
+    from generation.toyworld.train import check_config
+    from vidlab.errors import UserError
+
+    with pytest.raises(UserError, match=says):
+        check_config(_cfg(tmp_path, bad))

@@ -94,3 +94,28 @@ def test_a_clip_written_through_vidlab_video_still_reads_back(tmp_path):
     assert len(frames) == WorldConfig().frames
     found = {(d.colour, d.shape) for d in detect_frame(frames[len(frames) // 2])}
     assert {("red", "circle"), ("blue", "square")} <= found
+
+
+def test_a_grid_world_puts_every_centre_on_the_grid_at_every_frame_and_the_detector_still_reads_it():
+    """``WorldConfig.grid``: centres on multiples of grid x size at every frame (a moving shape's travel is
+    rounded so each step lands on it), shapes still inside the frame and apart; the default world is unchanged
+    (positions anywhere) and an impossible grid is refused naming the sizes."""
+    wc = WorldConfig(grid=0.125, radius=(0.135, 0.135))
+    rng = np.random.default_rng(7)
+    ok = total = 0
+    for i in range(64):
+        scene = sample_scene(KINDS[i % len(KINDS)], rng, wc)
+        for o in scene.objects:
+            for f in range(wc.frames):
+                cx, cy = o.centre(f / (wc.frames - 1))
+                assert cx % 8 == 0 and cy % 8 == 0, (scene.caption, f, cx, cy)
+                assert o.radius < cx < 64 - o.radius and o.radius < cy < 64 - o.radius
+        frames, gt = render(scene), scene_boxes(scene)
+        for f in (0, 2, 4):
+            total += 1
+            ok += _frame_correct(frames[f], scene, f, gt)
+    assert ok / total >= 0.99, f"detector right on {ok}/{total} clean grid frames"
+    anywhere = [sample_scene("single", np.random.default_rng(s)).objects[0].start for s in range(20)]
+    assert any(x % 8 or y % 8 for x, y in anywhere)
+    with pytest.raises(ValueError, match="no grid point"):
+        scene_for_caption("a red circle", np.random.default_rng(0), WorldConfig(grid=0.8, radius=(0.2, 0.2)))
