@@ -16,6 +16,7 @@ Three measurements, each side by side in one run, printed as ratios:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -41,6 +42,16 @@ EPILOG = """examples:
 """
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def _extra(ap):
     ap.add_argument(
         "--model", default="vidlab-tiny", help="CLIP spec used for 1 and 2 (default: tiny built-in)"
@@ -48,6 +59,12 @@ def _extra(ap):
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows for the exact-search measurement")
     ap.add_argument("--skip-ray", action="store_true", help="skip measurement 2")
     ap.add_argument("--search-only", action="store_true", help="run measurement 3 only")
+    ap.add_argument(
+        "--queries",
+        type=_positive,
+        default=24,
+        help="timed queries for measurement 3 (default 24, also with --quick)",
+    )
     ap.add_argument(
         "--threads", type=int, default=1, help="torch threads for measurements 1 and 3 (default 1)"
     )
@@ -229,7 +246,7 @@ def bench_search(args) -> dict:
 
     load_before = _load()
     emb = random_unit_fp16(args.rows, 512)
-    qs = random_unit_fp16(9 if args.quick else 25, 512, seed=1).astype(np.float32)
+    qs = random_unit_fp16(args.queries + 1, 512, seed=1).astype(np.float32)  # the first warms up
     t0 = time.perf_counter()
     scorer = ExactScorer(emb)
     res: dict = {"rows": args.rows, "dim": 512, "k": 10, "vidlab_backend": scorer.backend}

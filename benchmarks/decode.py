@@ -27,6 +27,7 @@ import gc
 import hashlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -169,14 +170,17 @@ def paired_rounds(fns: dict, idx, rounds: int, drop_after: int = 3, dominated: f
         fn(idx)
     times: dict = {k: [] for k in names}
     cpu: dict = {k: [] for k in names}
+    faults: dict = {k: [] for k in names}
     live = list(names)
     dropped: dict = {}
     for r in range(rounds):
         for name in live[r % len(live) :] + live[: r % len(live)]:
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             c0, t0 = time.process_time(), time.perf_counter()
             fns[name](idx)
             times[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
+            faults[name].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
         if r + 1 >= drop_after and r + 1 < rounds:
             peers = [k for k in live if k != "vidlab"]
             for k in peers:
@@ -189,6 +193,7 @@ def paired_rounds(fns: dict, idx, rounds: int, drop_after: int = 3, dominated: f
     times["vidlab_vs"] = {k: list(np.asarray(times[k]) / v[: len(times[k])]) for k in names if k != "vidlab"}
     times["cpu_vs"] = {k: list(np.asarray(cpu[k]) / vc[: len(cpu[k])]) for k in names if k != "vidlab"}
     times["dropped"] = dropped
+    times["faults"] = {k: float(np.median(v)) for k, v in faults.items()}  # page faults per call (process)
     return times
 
 
@@ -383,6 +388,7 @@ def main(argv=None) -> int:
                 res["vidlab_vs"]["decord"] = more["vidlab_vs"]["decord"]
                 # in CPU time decord's idle threads, spinning during vidlab's turn, count against vidlab
                 res["cpu_vs"]["decord"] = more["cpu_vs"]["decord"]
+                res["faults"]["decord"] = more["faults"]["decord"]
                 res["vidlab"] = res["vidlab"] + more["vidlab"]
             del vr, fns  # the lambdas hold the reader too: drop both so its threads stop
             gc.collect()
@@ -396,7 +402,7 @@ def main(argv=None) -> int:
             fps = {
                 k: n / float(np.median(v))
                 for k, v in res.items()
-                if k not in ("vidlab_vs", "cpu_vs", "dropped")
+                if k not in ("vidlab_vs", "cpu_vs", "dropped", "faults")
             }
             ratios = {k: _spread(v) for k, v in res["vidlab_vs"].items()}
             cpu_ratios = {k: _spread(v) for k, v in res["cpu_vs"].items()}
@@ -420,6 +426,7 @@ def main(argv=None) -> int:
                 "exact": exact,
                 "seq": "" if to_decode <= cap else "est",
                 "dropped_after_rounds": res["dropped"],
+                "page_faults_per_call": res["faults"],
                 "paired_ratios": {k: {m: round(x, 3) for m, x in v.items()} for k, v in ratios.items()},
                 "paired_cpu_ratios": {
                     k: {m: round(x, 3) for m, x in v.items()} for k, v in cpu_ratios.items()

@@ -17,7 +17,7 @@ def test_search_figures_count_what_the_scan_reads_and_every_method_agrees(monkey
     from vidlab.clip import int8scan
 
     monkeypatch.setattr(int8scan, "kernel_instructions", dict)  # a fresh compile; tested in test_clip_scorers
-    res = bench_search(Namespace(rows=3000, quick=True, threads=1))
+    res = bench_search(Namespace(rows=3000, quick=True, threads=1, queries=8))
     assert res["vidlab_backend"] == "int8"
     assert res["bytes_scanned_per_query"] == 3000 * (512 + 8)  # int8 codes + two float32 row constants
     for row in res["table"]:

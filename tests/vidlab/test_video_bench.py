@@ -56,6 +56,7 @@ def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same
     assert res["vidlab"] == [0.25] * 7 and res["slow"] == [1.0] * 7 and res["fast"] == [0.125] * 7
     assert res["vidlab_vs"]["slow"] == [4.0] * 7 and res["vidlab_vs"]["fast"] == [0.5] * 7
     assert sorted(res["cpu_vs"]) == ["fast", "slow"] and all(len(v) == 7 for v in res["cpu_vs"].values())
+    assert sorted(res["faults"]) == ["fast", "slow", "vidlab"]
 
 
 def test_paired_rounds_drops_only_a_peer_that_another_peer_beats_twice_over(monkeypatch):

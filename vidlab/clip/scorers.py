@@ -99,8 +99,11 @@ class ExactScorer:
         return np.stack(vals), np.stack(rows)
 
     def _exact_topk(self, cand: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact (float64) scores of ``cand`` rows; top k by score, ties by lower row id."""
-        exact = self.stored[cand].astype(np.float64) @ q.astype(np.float64)
+        """Exact (float64) scores of ``cand`` rows; top k by score, ties by lower row id.
+
+        Products then a row-wise sum, not a matrix product: BLAS sums rows in different orders depending on
+        where they fall in its blocks, so two identical rows could score one ulp apart and break the tie rule."""
+        exact = (self.stored[cand].astype(np.float64) * q.astype(np.float64)).sum(axis=1)
         order = np.lexsort((cand, -exact))[:k]
         return exact[order].astype(np.float32), cand[order].astype(np.int64)
 
