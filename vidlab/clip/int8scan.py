@@ -3,8 +3,10 @@
 Why a module of its own: the dot product is written in LLVM IR (a numba intrinsic) with 16-lane vectors,
 so that on AVX2 every 16 codes cost one ``vpmovsxbw`` and one ``vpmaddwd`` (16 int8 x int16 products
 summed pairwise into int32 lanes) on 256-bit registers; numba's own vectoriser picks 128-bit lanes for
-the same loop (measured 1.5x slower). ``kernel_instructions()`` counts those instructions in the
-compiled code, so a test can check that the kernel really is the SIMD one on this machine.
+the same loop (measured 1.5x slower). Four accumulators keep a row's multiply-adds in four short dependency
+chains (one chain was latency-bound: 1.35x the read floor against 1.16x with four, one run, scratch A/B in
+vidlab/clip/README.md). ``kernel_instructions()`` counts those instructions in the compiled code, so a test can
+check that the kernel really is the SIMD one on this machine.
 
 Per row ``r`` the scan computes ``acc_r = sum_i codes[r, i] * qq[i]`` exactly in int32 (no overflow:
 ``D * 127 * levels < 2**31``, see ``query_levels``), then the score estimate ``approx = acc_r * scale_r * t``
@@ -68,26 +70,47 @@ def _dot_intrinsic() -> Any:
                 mod = builder.module
                 name = "llvm.x86.avx2.pmadd.wd"
                 fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(acc_t, [v16i16, v16i16]), name)
-            acc = cgutils.alloca_once_value(builder, ir.Constant(acc_t, None))
-            # software prefetch PREFETCH_AHEAD bytes ahead (non-temporal: the codes are read once per query)
+            # four accumulators, so that a row's multiply-adds are four short dependency chains, not one long
+            # one (a vpdpwssd waits for the previous one's result: one chain of 32 per 512-d row was latency-
+            # bound); each group of four chunks is one 64-byte cache line and gets one software prefetch
+            # PREFETCH_AHEAD bytes ahead (non-temporal: the codes are read once per query)
+            accs = [cgutils.alloca_once_value(builder, ir.Constant(acc_t, None)) for _ in range(4)]
             i8p = ir.IntType(8).as_pointer()
             pf_name = "llvm.prefetch.p0"
             pf = builder.module.globals.get(pf_name) or ir.Function(
                 builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), pf_name
             )
-            step = ir.Constant(n.type, 16)
+            four = ir.Constant(n.type, 4)
             ahead_bytes = ir.Constant(n.type, PREFETCH_AHEAD)
-            with cgutils.for_range(builder, n) as loop:
-                at = builder.add(builder.mul(loop.index, step), ahead_bytes)
-                ahead = builder.gep(builder.bitcast(cp, i8p), [at])
-                builder.call(pf, [ahead, ir.Constant(i32, 0), ir.Constant(i32, 0), ir.Constant(i32, 1)])
-                cv = builder.load(builder.gep(cp, [loop.index]), align=1)
-                qv = builder.load(builder.gep(qp, [loop.index]), align=2)
+
+            def madd(chunk, acc):
+                cv = builder.load(builder.gep(cp, [chunk]), align=1)
+                qv = builder.load(builder.gep(qp, [chunk]), align=2)
                 if avx2:
                     m = builder.call(fn, [builder.sext(cv, v16i16), qv])
                 else:
                     m = builder.mul(builder.sext(cv, acc_t), builder.sext(qv, acc_t))
                 builder.store(builder.add(builder.load(acc), m), acc)
+
+            groups = builder.sdiv(n, four)
+            with cgutils.for_range(builder, groups) as loop:
+                first = builder.mul(loop.index, four)
+                at = builder.add(builder.mul(first, ir.Constant(n.type, 16)), ahead_bytes)
+                ahead = builder.gep(builder.bitcast(cp, i8p), [at])
+                builder.call(pf, [ahead, ir.Constant(i32, 0), ir.Constant(i32, 0), ir.Constant(i32, 1)])
+                for j in range(4):
+                    madd(builder.add(first, ir.Constant(n.type, j)), accs[j])
+            done = builder.mul(groups, four)
+            with cgutils.for_range(builder, builder.sub(n, done)) as loop:  # chunks beyond a multiple of 4
+                madd(builder.add(done, loop.index), accs[0])
+            acc = accs[0]
+            builder.store(
+                builder.add(
+                    builder.add(builder.load(accs[0]), builder.load(accs[1])),
+                    builder.add(builder.load(accs[2]), builder.load(accs[3])),
+                ),
+                acc,
+            )
             v = builder.load(acc)
             total = builder.extract_element(v, ir.Constant(i32, 0))
             for lane in range(1, acc_t.count):
