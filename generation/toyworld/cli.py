@@ -90,6 +90,15 @@ def plot_training(meta: dict[str, Any], path: str | Path) -> Path:
             ("denoise_vae_only", "VAE alone, stage-1 decoder (same clips)"),
         ):
             b.plot(st, [e.get(key, np.nan) for e in evals], marker="o", label=label)
+        swap = [e.get("swap_0.7", {}) for e in evals]
+        if any(swap):  # the shape-swap control (checkpoints evaluated since it was added)
+            b.plot(
+                st,
+                [w.get("other_drawn", np.nan) for w in swap],
+                marker="x",
+                ls=":",
+                label="told the swapped shape at noise 0.7: drawn",
+            )
         b.axhline(0.8, color="grey", ls="--", lw=0.8)
     b.set_ylim(0, 1.02)
     b.set_xlabel("transformer step")

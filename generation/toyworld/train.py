@@ -600,8 +600,12 @@ def _eval_pipeline(cfg: TrainConfig, tok, te, tr, vae_state: dict, data: dict[st
     return assemble_pipeline(tok, te, vae, tr, cfg.model)
 
 
+SWAP_LEVEL = 0.7  # noise level of the shape-swap control at checkpoints
+
+
 def evaluate_checkpoint(cfg: TrainConfig, pipe, step: int) -> dict[str, Any]:
-    """Gate figures of the current (EMA) model: single-subject presence and the noise-and-denoise probe."""
+    """Gate figures of the current (EMA) model: single-subject presence (also per shape), the noise-and-denoise
+    probe, and the shape-swap control (does the model draw the shape it is told, or the one the clip shows?)."""
     from generation.toyworld.gates import denoise_probe, single_presence
 
     sp = single_presence(
@@ -613,13 +617,26 @@ def evaluate_checkpoint(cfg: TrainConfig, pipe, step: int) -> dict[str, Any]:
         width=cfg.size,
     )
     dp = denoise_probe(pipe, level=0.3)  # both at the model's own text length, as vidlab samples
+    # the control that shows whether the caption's shape word is used at all: real clips noised to 0.7 and
+    # denoised told their own shape vs the swapped one (circle <-> square, triangle <-> star)
+    own = denoise_probe(pipe, level=SWAP_LEVEL)
+    swap = denoise_probe(pipe, level=SWAP_LEVEL, swap_shape=True)
+    shapes: dict[str, list[bool]] = {}
+    for r in sp["records"]:
+        shapes.setdefault(r["prompt"].split()[-1], []).append(bool(r["presence"]))
     return {
         "step": step,
         "single_presence": sp["presence"],
         "single_colour": sp["presence_colour"],
         "single_frame0": sp["presence_frame0"],
+        "single_per_shape": {k: sum(v) / len(v) for k, v in shapes.items()},
         "denoise_0.3": dp["presence"],
         "denoise_vae_only": dp["presence_vae_only"],
+        f"swap_{SWAP_LEVEL}": {
+            "own_kept_told_own": own["presence"],
+            "own_kept_told_other": swap["presence"],
+            "other_drawn": swap["presence_told"],
+        },
     }
 
 

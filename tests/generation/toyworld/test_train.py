@@ -266,3 +266,36 @@ def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_
 
     with pytest.raises(UserError, match=says):
         check_config(_cfg(tmp_path, bad))
+
+
+@pytest.mark.slow
+def test_checkpoint_evaluation_reports_presence_per_shape_and_the_shape_swap_control(tmp_path):
+    """The figures that show whether the shape word is used: presence per shape (their mean is the presence)
+    and the level-0.7 shape-swap probe, recorded with every checkpoint evaluation."""
+    from generation.toyworld.train import SWAP_LEVEL, train
+
+    cfg = _cfg(tmp_path / "ck", "eval_every=3", "eval_steps=2", "model.text_len=16")
+    train(cfg, tmp_path / "out", progress=False)
+    ev = json.loads((tmp_path / "out" / "toyworld.json").read_text())["evals"]
+    assert [e["step"] for e in ev] == [3]
+    per = ev[0]["single_per_shape"]
+    assert sorted(per) == ["circle", "square", "star", "triangle"]
+    assert abs(sum(per.values()) / 4 - ev[0]["single_presence"]) < 1e-9  # 6 colours per shape: equal weights
+    swap = ev[0][f"swap_{SWAP_LEVEL}"]
+    assert sorted(swap) == ["other_drawn", "own_kept_told_other", "own_kept_told_own"]
+    assert all(0.0 <= v <= 1.0 for v in swap.values())
+
+
+def test_training_figure_draws_checkpoints_with_and_without_the_swap_control(tmp_path):
+    """Older records have no swap figure: the PNG is drawn either way (the swap line from the entries that have it)."""
+    from PIL import Image
+
+    from generation.toyworld.cli import plot_training
+
+    evals = [
+        {"step": 100, "single_presence": 0.2, "single_colour": 0.5},
+        {"step": 200, "single_presence": 0.3, "swap_0.7": {"other_drawn": 0.4}},
+    ]
+    out = plot_training({"dit_losses": [1.0, 0.8, 0.5], "evals": evals}, tmp_path / "f" / "t.png")
+    with Image.open(out) as im:
+        assert im.format == "PNG" and im.size[0] > 500
