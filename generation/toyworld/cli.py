@@ -18,11 +18,14 @@ EPILOG = """examples:
   vidlab train-gen-toyworld --out unused "stages=[vae,vaedec]" ckpt_dir=DIR
   # a quicker, smaller run
   vidlab train-gen-toyworld --out outputs/toy vae_steps=100 dit_steps=300 clips=500 vae_dec_steps=0
+  # a fast diagnostic: can the transformer draw one shape when it is all it sees? (~8 min, one thread)
+  vidlab train-gen-toyworld --out outputs/sq "dit_captions=[a red square]" dit_steps=1000 eval_every=1000 \
+      eval_seeds=[0,1,2,3,4,5,6,7,8,9,10,11] model.text_len=16 train_text_encoder=false
   # then generate with it
   vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld model=outputs/toy --out outputs/g
 
 keys: seed size frames threads vae_steps vae_batch vae_lr vae_fg_weight clips mix.single mix.motion mix.relation
-mix.count vae_dec_steps vae_dec_lr dit_steps dit_batch dit_lr dit_sigma_shift dit_fg_weight caption_dropout ema eval_every
+mix.count vae_dec_steps vae_dec_lr dit_steps dit_batch dit_lr dit_sigma_shift dit_fg_weight dit_captions caption_dropout ema eval_every
 eval_seeds eval_steps ckpt_every ckpt_dir stages model.* (z_dim, vae_dim_mult, heads, head_dim, layers, text_len, ...)"""
 
 

@@ -258,6 +258,7 @@ def test_options_added_later_leave_older_checkpoints_identity_alone_until_set():
         ("world_grid=0.6", "world_grid=0.6"),
         ("world_radius=[0.2,0.1]", "world_radius"),
         ("world_radius=[0.3]", "low"),
+        ("dit_captions=[a red squares]", "not training captions"),
     ],
 )
 def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_built(tmp_path, bad, says):
@@ -299,3 +300,24 @@ def test_training_figure_draws_checkpoints_with_and_without_the_swap_control(tmp
     out = plot_training({"dit_losses": [1.0, 0.8, 0.5], "evals": evals}, tmp_path / "f" / "t.png")
     with Image.open(out) as im:
         assert im.format == "PNG" and im.size[0] > 500
+
+
+def test_a_caption_subset_keeps_exactly_its_clips_and_names_a_caption_without_clips():
+    from generation.toyworld.train import caption_subset
+    from vidlab.errors import UserError
+
+    caps = ["a red square", "a blue circle", "a red square", "two red squares"]
+    assert caption_subset(caps, []).tolist() == [0, 1, 2, 3]
+    assert caption_subset(caps, ["a red square"]).tolist() == [0, 2]
+    assert caption_subset(caps, ["two red squares", "a blue circle"]).tolist() == [1, 3]
+    with pytest.raises(UserError, match="a green star"):
+        caption_subset(caps, ["a red square", "a green star"])
+
+
+def test_the_caption_subset_option_leaves_older_checkpoints_identity_alone_until_set():
+    from generation.toyworld.train import TrainConfig, stage_identity
+
+    assert "dit_captions" not in stage_identity(TrainConfig(), "dit")
+    assert stage_identity(TrainConfig(dit_captions=["a red square"]), "dit")["dit_captions"] == [
+        "a red square"
+    ]
