@@ -18,6 +18,7 @@ from ..base import VideoReader
 from ..errors import VideoReadError
 from ..probe import StreamIndex
 
+TAIL_PROBE = 16  # frames at the end of a truncated file's prefix that are checked to decode
 FFMPEG_APT_PACKAGES = "libavcodec59 libavformat59 libavutil57 libswscale6 libavdevice59 libavfilter8"
 
 
@@ -45,6 +46,7 @@ class TorchCodecReader(VideoReader):
     native_rotation = True
 
     def __init__(self, path, index: StreamIndex | None = None, rotate: bool = True, seek_mode: str = "exact"):
+        self._prefix: int | None = None  # on a truncated file: the frames torchcodec decodes (see below)
         super().__init__(path, index, rotate=rotate)
         self._dec = None
         if seek_mode not in ("exact", "approximate"):
@@ -83,6 +85,30 @@ class TorchCodecReader(VideoReader):
                 f"torchcodec ({seek_mode} seek mode) sees {n} frames, the packet index {self.num_frames}",
             )
         self._shown = self._index.display_size
+        if damaged:
+            self._prefix = self._decodable_prefix()
+
+    def _decodable_prefix(self) -> int:
+        """The frames of a truncated file that torchcodec decodes. The index's prefix (what PyAV decodes) can end
+        in a packet the cut went through: PyAV decodes it, torchcodec refuses it ("Could not push packet to
+        decoder", FFmpeg 5.1.9); its last ``TAIL_PROBE`` frames are tried one by one, and the prefix stops
+        before the first refused (those frames count as lost)."""
+        assert self._dec is not None
+        n = self._index.num_frames
+        for i in range(max(0, n - TAIL_PROBE), n):
+            try:
+                self._dec.get_frames_at(indices=[i])
+            except Exception:  # noqa: BLE001 - torchcodec raises RuntimeError for a refused packet
+                return i
+        return n
+
+    @property
+    def num_frames(self) -> int:
+        return self._index.num_frames if self._prefix is None else self._prefix
+
+    @property
+    def lost_frames(self) -> int:
+        return self._index.lost_frames + (self._index.num_frames - self.num_frames)
 
     def _decode_sorted(self, indices: np.ndarray, width: int, height: int) -> np.ndarray:
         try:
