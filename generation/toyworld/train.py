@@ -535,7 +535,8 @@ def caption_subset(captions: list[str], wanted: list[str]):
     missing = sorted(set(wanted) - set(captions))
     if missing:
         raise UserError(f"dit_captions: no training clip has the caption(s) {missing}; e.g. 'a red square'")
-    return torch.tensor([i for i, c in enumerate(captions) if c in set(wanted)])
+    chosen = set(wanted)
+    return torch.tensor([i for i, c in enumerate(captions) if c in chosen])
 
 
 # ---- stage 4: transformer + text encoder ------------------------------------------------------------------

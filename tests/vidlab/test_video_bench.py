@@ -34,12 +34,14 @@ def test_time_side_by_side_alternates_and_respects_budget(monkeypatch):
     assert res["slow"]["best"] >= 0.03 > res["fast"]["best"]
 
 
-def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same_round(monkeypatch):
+def _fake_clock(monkeypatch):
+    """A fake ``perf_counter`` that only the contenders advance (no wall-clock timing in the tests): returns the
+    call log and ``ticker(name, seconds)``, which makes a contender that logs its name and takes ``seconds``."""
     import benchmarks.decode as decode
 
-    now = [0.0]  # a fake clock that only the contenders advance: no wall-clock timing in the test
+    now = [0.0]
     monkeypatch.setattr(decode.time, "perf_counter", lambda: now[0])
-    calls = []
+    calls: list[str] = []
 
     def ticker(name, s):
         def fn(idx):
@@ -47,6 +49,12 @@ def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same
             now[0] += s
 
         return fn
+
+    return calls, ticker
+
+
+def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same_round(monkeypatch):
+    calls, ticker = _fake_clock(monkeypatch)
 
     fns = {"vidlab": ticker("vidlab", 0.25), "slow": ticker("slow", 1.0), "fast": ticker("fast", 0.125)}
     res = paired_rounds(fns, [0], rounds=7, dominated=float("inf"))  # nobody leaves early here
@@ -60,29 +68,18 @@ def test_paired_rounds_rotates_order_and_pairs_each_peer_with_vidlab_of_the_same
 
 
 def test_paired_rounds_drops_only_a_peer_that_another_peer_beats_twice_over(monkeypatch):
-    import benchmarks.decode as decode
-
-    now = [0.0]
-    monkeypatch.setattr(decode.time, "perf_counter", lambda: now[0])
-    calls = []
-
-    def ticker(name, s):
-        def fn(idx):
-            calls.append(name)
-            now[0] += s
-
-        return fn
+    calls, ticker = _fake_clock(monkeypatch)
 
     # "slow" takes 4x "fast" (dominated: leaves after 3 rounds); "near" takes 1.5x "fast" (stays); vidlab
     # itself is slower than every peer, so only peer-vs-peer dominance decides
     fns = {n: ticker(n, s) for n, s in {"vidlab": 8.0, "slow": 2.0, "near": 0.75, "fast": 0.5}.items()}
-    res = decode.paired_rounds(fns, [0], rounds=7)
+    res = paired_rounds(fns, [0], rounds=7)
     assert res["dropped"] == {"slow": 3}
     assert calls.count("slow") == 1 + 3 and calls.count("near") == calls.count("vidlab") == 1 + 7
     assert res["vidlab_vs"]["slow"] == [0.25] * 3 and res["vidlab_vs"]["near"] == [0.09375] * 7
     assert len(res["cpu_vs"]["slow"]) == 3 and len(res["cpu_vs"]["fast"]) == 7
     # with no dominance threshold reached nobody leaves
-    assert decode.paired_rounds(fns, [0], rounds=7, dominated=5.0)["dropped"] == {}
+    assert paired_rounds(fns, [0], rounds=7, dominated=5.0)["dropped"] == {}
 
 
 def test_resume_keeps_a_file_only_under_the_same_signature(tmp_path):
