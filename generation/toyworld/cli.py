@@ -86,7 +86,7 @@ def plot_training(meta: dict[str, Any], path: str | Path) -> Path:
     if evals:
         st = [e["step"] for e in evals]
         for key, label in (
-            ("single_presence", "single-subject presence (colour+shape)"),
+            ("single_presence", "single-subject presence (colour+shape; seed 100, guidance 4)"),
             ("single_colour", "single-subject colour only"),
             ("single_frame0", "frame 0 alone"),
             ("denoise_0.3", "noise to 0.3 + denoise (real clips, stage-1 decoder)"),
@@ -103,11 +103,33 @@ def plot_training(meta: dict[str, Any], path: str | Path) -> Path:
                 label="told the swapped shape at noise 0.7: drawn",
             )
         b.axhline(0.8, color="grey", ls="--", lw=0.8)
+    gate = (meta.get("gates") or {}).get("single_presence")
+    if gate and evals:  # the gate itself: other seeds, the model's own sampling settings
+        b.plot(
+            [evals[-1]["step"]],
+            [gate["presence"]],
+            marker="*",
+            ms=12,
+            ls="",
+            color="black",
+            label=f"gate: {gate['videos']} new videos, guidance {gate['how'].split('guidance=')[-1].split(')')[0]}",
+        )
+    cfg = meta.get("config") or {}
+    if cfg.get("dit_anneal_steps"):  # where the learning rate drops
+        for ax in (a, b):
+            ax.axvline(cfg["dit_steps"], color="grey", ls=":", lw=0.8)
+        a.text(
+            cfg["dit_steps"],
+            0.9,
+            f" lr {cfg.get('dit_anneal_lr')}",
+            transform=a.get_xaxis_transform(),
+            fontsize=7,
+        )
     b.set_ylim(0, 1.02)
     b.set_xlabel("transformer step")
     b.set_ylabel("share of videos")
     b.set_title("gates at checkpoints (EMA weights)")
-    b.legend(loc="upper left", fontsize=7)
+    b.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -258,12 +258,13 @@ def single_presence(
 
 
 def record_gates(
-    pipeline_dir: Any, seeds: Sequence[int] = (0, 1), steps: int = 12, guidance: float = 4.0
+    pipeline_dir: Any, seeds: Sequence[int] = (0, 1), steps: int | None = None, guidance: float | None = None
 ) -> dict:
     """Measure both gates on a saved toy-world pipeline folder and record them in its ``toyworld.json``.
 
     The VAE round trip (``vae_roundtrip``, 24 captions x 2 fresh scenes) and the base model's single-subject
-    presence (``single_presence`` at ``seeds``, ``steps``, ``guidance``), each with how it was measured; the
+    presence (``single_presence`` at ``seeds``, ``steps``, ``guidance``; None: the model's own sampling settings,
+    its ``toyworld.json`` ``generate`` entry, else 12 steps at guidance 4), each with how it was measured; the
     per-video records stay out of the file. Returns the ``gates`` entry.
     """
     import json
@@ -274,6 +275,11 @@ def record_gates(
     from vidlab.io import atomic_write_json
 
     folder = Path(pipeline_dir)
+    meta_path = folder / "toyworld.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    own = meta.get("generate") or {}
+    steps = int(own.get("steps", 12)) if steps is None else steps
+    guidance = float(own.get("guidance", 4.0)) if guidance is None else guidance
     pipe = WanPipeline.from_pretrained(folder)
     pipe.set_progress_bar_config(disable=True)
     vae = vae_roundtrip(pipe.vae)
@@ -291,8 +297,6 @@ def record_gates(
             f"24 single captions x {len(seeds)} seeds, at the model's own text length",
         },
     }
-    meta_path = folder / "toyworld.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     meta["gates"] = gates
     atomic_write_json(meta_path, meta)
     return gates

@@ -44,11 +44,10 @@ class ModelConfig:
     patch: list[int] = field(default_factory=lambda: [1, 2, 2])
     flow_shift: float = 2.0  # the sampler's shift (the scheduler in the saved folder)
     # prompt rows the transformer is trained with and samples at (WanPipeline's ``max_sequence_length``; saved as
-    # the tokenizer's ``model_max_length``, which vidlab reads). Wan and the shipped model: 512. Every caption fits
-    # in 11 tokens, and at 512 the ~508 identical zero-padding keys take 82-96% of each cross-attention of the
-    # shipped model; 16 (with the text encoder frozen) was tried: colour learned faster, the shape word still
-    # ignored (generation/README.md, training record)
-    text_len: int = 512
+    # the tokenizer's ``model_max_length``, which vidlab reads). Wan: 512; the shipped model: 16. Every caption
+    # fits in 11 tokens, and at 512 the ~508 identical zero-padding keys took 82-96% of each cross-attention of
+    # the previous weights (generation/README.md, training record)
+    text_len: int = 16
 
     @property
     def vae_scale_spatial(self) -> int:

@@ -11,17 +11,19 @@ from a generator seeded by (seed, stage, step), and model + optimiser state are 
    mean/std go into the VAE config (``latents_mean``/``latents_std``), where ``WanPipeline`` reads them.
 3. **vaedec** -- the decoder alone, encoder frozen (the latents do not change), so it can run in a second process
    beside stage 4 (``stages=[vae,vaedec]``); the shipped VAE is the stage-1 encoder + this decoder.
-4. **dit** -- ``WanTransformer3DModel`` and the UMT5 text encoder trained **jointly** from scratch with rectified
-   flow matching (``x_t = (1 - s) x0 + s eps``, target ``eps - x0``, timestep ``1000 s``: what
-   ``FlowMatchEulerDiscreteScheduler`` integrates). Noise levels ``s`` are drawn with ``dit_sigma_shift`` (1:
-   uniform, so the low-noise end where edges are decided gets 30% of the samples; Wan's shift 3 gave it 12.5%).
-   Prompts are encoded the way ``WanPipeline`` encodes them (zero padding to 512 rows), computed compactly with an
-   exactly equivalent pad-count bias (``PadBiasCrossAttn``); ``caption_dropout`` of them are "" for classifier-free
-   guidance. The shipped weights are an exponential moving average (``ema``); every ``eval_every`` steps the EMA
-   model's gate figures are recorded (``gates.single_presence``, ``gates.denoise_probe``).
+4. **dit** -- ``WanTransformer3DModel`` trained from scratch with rectified flow matching (``x_t = (1 - s) x0 +
+   s eps``, target ``eps - x0``, timestep ``1000 s``: what ``FlowMatchEulerDiscreteScheduler`` integrates), the
+   UMT5 text encoder frozen at its seeded initialisation (``train_text_encoder``: or trained jointly). Noise levels
+   ``s`` are drawn with ``dit_sigma_shift`` (1: uniform, so the low-noise end where edges are decided gets 30% of
+   the samples; Wan's shift 3 gave it 12.5%). Prompts are encoded the way ``WanPipeline`` encodes them (zero
+   padding to ``model.text_len`` rows), computed compactly with an exactly equivalent pad-count bias
+   (``PadBiasCrossAttn``); ``caption_dropout`` of them are "" for classifier-free guidance. The shipped weights are
+   an exponential moving average (``ema``); every ``eval_every`` steps the EMA model's gate figures are recorded
+   (``gates.single_presence``, ``gates.denoise_probe``).
 
 Stages 3 and 4 use a constant learning rate after warm-up, so a run with more steps continues a shorter one exactly
-(the step counts are not part of their checkpoints' identity).
+(the step counts are not part of their checkpoints' identity); stage 4 may end with ``dit_anneal_steps`` at
+``dit_anneal_lr`` (a checkpoint inside that phase resumes only with the same start and rate).
 
 The result is a diffusers ``WanPipeline`` folder (safetensors) at ``out``; ``vidlab generate --model DIR`` loads it.
 The command line (``vidlab train-gen-toyworld``) and the training figure live in ``generation.toyworld.cli``.
@@ -90,32 +92,34 @@ class TrainConfig:
     # batch: the decoder learns to draw a crisp shape from a slightly-off latent, as the transformer's are
     vae_dec_noise: float = 0.1
     # stage 4: transformer + text encoder
-    dit_steps: int = 5000
+    dit_steps: int = 16000
     dit_batch: int = 16
     dit_lr: float = 1e-3
-    # then this many more steps at dit_anneal_lr (0: none): a constant rate keeps the model moving at its
-    # gradient-noise level, where the fine, shape-level part of the conditioning is hard to learn
-    dit_anneal_steps: int = 0
+    # then this many more steps at dit_anneal_lr (0: none). The shipped run: 16000 constant + 2000 annealed; the
+    # shape word started to count only after ~8000 constant steps (generation/README.md, training record)
+    dit_anneal_steps: int = 2000
     dit_anneal_lr: float = 1e-4
     dit_sigma_shift: float = 1.0  # training noise levels: shift 1 = uniform (30% below 0.3, where edges form)
     # loss weight of the latent positions a shape covers (its 4x4-pooled pixels, grown by one latent pixel) against
     # the background's 1: shapes fill ~6% of a frame, so at 1 the shape-level error that tells a square from a
-    # circle is a sliver of the loss (1: plain flow matching, the shipped model)
+    # circle is a sliver of the loss (1: plain flow matching, the shipped model; 5 was tried: clutter)
     dit_fg_weight: float = 1.0
     caption_dropout: float = 0.1
     # train the transformer on the clips of these captions only (empty: all), and evaluate checkpoints on them: a
     # fast diagnostic ("a red square" alone: ~140 clips, 1000 steps in ~8 min on one thread) of whether the
     # model can draw a shape at all, before a full run
     dit_captions: list[str] = field(default_factory=list)
-    # the UMT5 text encoder trained jointly from scratch (the shipped model), or frozen at its random
-    # initialisation (as Wan keeps its pretrained UMT5 frozen). Trained jointly it collapsed the shape words
-    # (cosine 0.97 between "circle" and "square" at their token; 0.16 at initialisation), but keeping them apart
-    # did not make the transformer use them (generation/README.md, training record)
-    train_text_encoder: bool = True
+    # the UMT5 text encoder frozen at its random initialisation (the shipped model, as Wan keeps its pretrained
+    # UMT5 frozen), or trained jointly from scratch (the earlier weights): trained jointly it collapsed the shape
+    # words (cosine 0.97 between "circle" and "square" at their token; 0.16 at initialisation)
+    train_text_encoder: bool = False
     ema: float = 0.999
-    eval_every: int = 3000  # gate figures (EMA model) every this many transformer steps; 0: never
+    eval_every: int = 2000  # gate figures (EMA model) every this many transformer steps; 0: never
     eval_seeds: list[int] = field(default_factory=lambda: [100])
     eval_steps: int = 12
+    # the classifier-free guidance the shipped model samples at (saved in its ``toyworld.json`` ``generate`` entry,
+    # which the gates, the benchmark and the presets read); chosen on validation seeds, never on the gate's
+    sample_guidance: float = 6.0
     ckpt_every: int = 50
     ckpt_dir: str | None = None  # default: <cache>/toyworld-train/<config hash>
     stages: list[str] | None = None  # run only these stages (the pipeline is written when all ran)
@@ -785,6 +789,10 @@ def check_config(cfg: TrainConfig) -> None:
         raise UserError(
             f"world_grid={cfg.world_grid} must be 0 (anywhere) or a fraction of the side below 0.5"
         )
+    if not cfg.sample_guidance >= 1.0:
+        raise UserError(
+            f"sample_guidance={cfg.sample_guidance} must be >= 1 (1: no classifier-free guidance)"
+        )
     pool = {c for caps in training_captions().values() for c in caps}
     odd = sorted(set(cfg.dit_captions) - pool)
     if odd:
@@ -838,6 +846,14 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
         "dit_losses": [round(float(v), 5) for v in dit_losses],
         "evals": evals,
         "seconds_this_run": round(time.perf_counter() - t0, 1),
-        "generate": {"height": cfg.size, "width": cfg.size, "frames": cfg.frames},
+        "generate": {
+            "height": cfg.size,
+            "width": cfg.size,
+            "frames": cfg.frames,
+            "steps": cfg.eval_steps,
+            "guidance": cfg.sample_guidance,
+            # the rule planner's box cap: the largest shape's diameter plus 0.04, from the world, not tuned
+            "planner_max_box": round(2 * cfg.world_radius[1] + 0.04, 3),
+        },
     }
     return save_pipeline(pipe, out, meta)

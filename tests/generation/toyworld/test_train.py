@@ -21,6 +21,7 @@ TINY = [
     "clips=4",
     "vae_dec_steps=2",
     "dit_steps=3",
+    "dit_anneal_steps=0",
     "dit_batch=2",
     "eval_every=0",
     "ckpt_every=1",
@@ -79,7 +80,9 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
     tok = AutoTokenizer.from_pretrained(out / "tokenizer")
     assert tok(prompt).input_ids == build_word_tokenizer()(prompt).input_ids
     # the prompt length it was trained with travels with it: vidlab encodes prompts at that length
-    assert tok.model_max_length == cfg.model.text_len == 512  # Wan's (the other test trains at 12)
+    assert (
+        tok.model_max_length == cfg.model.text_len == 16
+    )  # the shipped model's (the other test trains at 12)
 
     gen = tmp_path / "gen"
     argv = [prompt, "--model", str(out), "--out", str(gen), "--steps", "2", "--frames", "5"]
@@ -183,7 +186,7 @@ def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_
     from generation.toyworld.train import TrainStateError, train
 
     extra = ("model.text_len=12", "train_text_encoder=false", "dit_steps=2", "dit_anneal_steps=1")
-    out = train(_cfg(tmp_path / "ck", *extra), tmp_path / "pipe", progress=False)
+    out = train(_cfg(tmp_path / "ck", *extra, "sample_guidance=6"), tmp_path / "pipe", progress=False)
     cfg = _cfg(tmp_path / "ck", *extra)
     torch.manual_seed(cfg.seed + 1)
     init = build_text_encoder(cfg.model, len(build_word_tokenizer())).state_dict()
@@ -193,6 +196,20 @@ def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_
     assert trained  # the transformer did train (checked in detail above)
     meta = json.loads((out / "toyworld.json").read_text())
     assert len(meta["dit_losses"]) == 3 and "frozen" in meta["text_encoder"]
+    # the sampling settings travel with the folder, and the benchmark (and the gates) sample at them
+    from generation.toyworld.evaluate import SamplingConfig
+
+    # the planner's box cap comes from the world's largest shape (radius 0.15 -> diameter 0.30, + 0.04)
+    assert meta["generate"] == {
+        "height": 32,
+        "width": 32,
+        "frames": 5,
+        "steps": 12,
+        "guidance": 6.0,
+        "planner_max_box": 0.34,
+    }
+    s = SamplingConfig.from_model(out)
+    assert (s.guidance, s.steps, s.planner_max_box) == (6.0, 12, 0.34)
     assert json.loads((out / "tokenizer" / "tokenizer_config.json").read_text())["model_max_length"] == 12
     from vidlab.io import load_checkpoint
 
@@ -259,6 +276,7 @@ def test_options_added_later_leave_older_checkpoints_identity_alone_until_set():
         ("world_radius=[0.2,0.1]", "world_radius"),
         ("world_radius=[0.3]", "low"),
         ("dit_captions=[a red squares]", "not training captions"),
+        ("sample_guidance=0.5", "sample_guidance=0.5 must be >= 1"),
     ],
 )
 def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_built(tmp_path, bad, says):
@@ -300,6 +318,17 @@ def test_training_figure_draws_checkpoints_with_and_without_the_swap_control(tmp
     out = plot_training({"dit_losses": [1.0, 0.8, 0.5], "evals": evals}, tmp_path / "f" / "t.png")
     with Image.open(out) as im:
         assert im.format == "PNG" and im.size[0] > 500
+    # a finished run: the recorded gate beside the checkpoints, and where an annealing phase began
+    meta = {
+        "dit_losses": [1.0, 0.8, 0.5],
+        "evals": evals,
+        "config": {"dit_steps": 150, "dit_anneal_steps": 50, "dit_anneal_lr": 1e-4},
+        "gates": {
+            "single_presence": {"presence": 0.7, "videos": 48, "how": "single_presence(..., guidance=6.0): "}
+        },
+    }
+    with Image.open(plot_training(meta, tmp_path / "g.png")) as im:
+        assert im.format == "PNG"
 
 
 def test_a_caption_subset_keeps_exactly_its_clips_and_names_a_caption_without_clips():
