@@ -268,8 +268,11 @@ class GenerationService:
         from generation.planners import plan_layout
 
         self.check_prompt(prompt)
+        # the preset's box cap (the toy world's shape size) for the rule planner, as `vidlab generate` plans
+        cap = self.base.planner_max_box
+        kw = {"max_box": cap} if self.config.planner == "rule" and cap < 1.0 else {}
         try:
-            return plan_layout(prompt, planner=self.config.planner, subjects=subjects or None)
+            return plan_layout(prompt, planner=self.config.planner, subjects=subjects or None, **kw)
         except UserError as exc:  # the planner's own messages name the phrase at fault
             raise DemoInputError(str(exc)) from None
 
@@ -322,7 +325,8 @@ class GenerationService:
 
     def generate(self, prompt: str, layout: Any, **ui: Any) -> dict[str, Any]:
         """Run one request; returns the paths the UI shows and what Comp-Attn did (all validated first)."""
-        from generation.pipeline import generate_video
+        from generation.pipeline import generate_video, model_source
+        from generation.toyworld.metrics import judge_toyworld_videos, verdict_line
         from vidlab.io import atomic_write_json
         from vidlab.video import write_video
 
@@ -360,6 +364,9 @@ class GenerationService:
             "sci": res.sci,
             "seconds": round(seconds, 3),
         }
+        truth = judge_toyworld_videos(model_source(cfg.model), prompt, [frames], layout)
+        if truth is not None:  # the truth beside the video where it is known: the toy world's exact detector
+            summary["detector"] = verdict_line(truth[0], "this video")
         atomic_write_json(out / "result.json", summary)
         result = {
             "video": str(video),

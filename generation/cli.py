@@ -33,6 +33,7 @@ from generation.pipeline import (
     load_pipeline,
     model_source,
     pipeline_kwargs,
+    planner_kwargs,
     to_uint8,
 )
 
@@ -217,7 +218,12 @@ def generate_main(argv: list[str] | None = None) -> int:
             if not comp_on:
                 warnings.simplefilter("ignore", UserWarning)  # no subjects is no news with Comp-Attn off
             prep = prepare_inputs(
-                args.prompt, args.layout, args.subjects, cfg.planner, require_subjects=lam_asked
+                args.prompt,
+                args.layout,
+                args.subjects,
+                cfg.planner,
+                planner_kwargs(cfg),
+                require_subjects=lam_asked,
             )
         return _run(cfg, args, out, prep)
     finally:
@@ -226,6 +232,7 @@ def generate_main(argv: list[str] | None = None) -> int:
 
 def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) -> int:
     from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
+    from generation.toyworld.metrics import judge_toyworld_videos, verdict_line
     from vidlab.config import save_resolved
     from vidlab.io import atomic_path, atomic_write_json, ensure_output_dir
     from vidlab.video import write_video
@@ -273,8 +280,13 @@ def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) ->
         except NoUnbiasedMapsError as exc:
             summary["layout_faithfulness"] = {"error": str(exc)}
     summary["files"] = files
+    truth = judge_toyworld_videos(model_source(cfg.model), prep.prompt, gen.videos, lay)
+    if truth is not None:
+        summary["detector"] = truth
     atomic_write_json(out / "result.json", summary)
     print(
         f"wrote {videos[0]} ({res.num_frames} frames {res.width}x{res.height}, {t_gen:.1f}s) and outputs in {out}/"
     )
+    for k, v in enumerate(truth or []):
+        print(verdict_line(v, videos[k]))
     return 0

@@ -69,6 +69,9 @@ class GenerateConfig:
     cpu_offload: Literal["none", "model", "sequential"] = "none"
     attention_backend: str | None = None  # native | flex | xformers | ... (None = diffusers' default)
     planner: Literal["rule", "llm"] = "rule"  # when no --layout is given
+    # the rule planner's largest box side (fraction of the frame; 1: no cap): the subjects' size where it is known
+    # (the toy world's shapes: 0.34). LAM draws a subject to fill its box
+    planner_max_box: float = field(default=1.0, metadata=_range(0.05, 1.0))
     comp_attn: CompAttnConfig = field(default_factory=CompAttnConfig)
 
     PRESET_DIR: ClassVar[str] = "generate"  # `vidlab generate --preset tiny` reads configs/generate/tiny.yaml
@@ -85,6 +88,13 @@ class GenerateConfig:
                 raise ConfigError(f"{name}: expected a multiple of 16 (WanPipeline's rule), got {v}")
         if not _DEVICE.match(self.device):
             raise ConfigError(f"device: expected auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
+
+
+def planner_kwargs(cfg: GenerateConfig) -> dict[str, Any] | None:
+    """The planner options ``cfg`` sets (the rule planner's box cap; the LLM planner sizes its own boxes)."""
+    if cfg.planner == "rule" and cfg.planner_max_box < 1.0:
+        return {"max_box": cfg.planner_max_box}
+    return None
 
 
 def _dtype(name: str):
@@ -302,6 +312,7 @@ def generate_video(
             layout=layout,
             subjects=subjects,
             planner=cfg.planner,
+            planner_kwargs=planner_kwargs(cfg),
             require_subjects=require_subjects,
             **kwargs,
         )

@@ -29,6 +29,13 @@ class GeometryConfig:
     copy_pad: float = 0.08  # padding between the copies of a counted group
     max_copies: int = 12  # a larger count stays one group box (attributes record the count)
     touch_overlap: float = 0.02  # how far an "on" box sinks into the box it stands on
+    # largest box side: a larger box shrinks about its centre to this (1: no cap). Set it to the subjects' size
+    # where that is known: LAM draws a subject to fill its box, so a half-frame box stretches a small shape
+    max_box: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.max_box <= 1.0:
+            raise ValueError(f"max_box must be in (0, 1] (a fraction of the frame side), got {self.max_box}")
 
 
 @dataclass
@@ -36,6 +43,14 @@ class Placement:
     """Keyframes for every copy of one group: list (per copy) of [(t, box), ...]."""
 
     copies: list[list[tuple[float, Box]]] = field(default_factory=list)
+
+
+def cap_box(box: Box, max_side: float) -> Box:
+    """``box`` with each side at most ``max_side``, about the same centre."""
+    x0, y0, x1, y1 = box
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    w, h = min(x1 - x0, max_side), min(y1 - y0, max_side)
+    return (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
 
 
 def _shrink(box: Box, frac: float) -> Box:

@@ -11,7 +11,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from generation.layout import Layout, Relation, SubjectLayout
-from generation.planners.geometry import GeometryConfig, arrange
+from generation.planners.geometry import GeometryConfig, arrange, cap_box
 from generation.planners.parse import parse
 from generation.subjects import find_phrase_spans
 
@@ -34,6 +34,8 @@ def plan_rule(prompt: str, subjects: list[str] | None = None, **kw: Any) -> Layo
     counts = [g.count if g.count is not None else 1 for g in groups]
     motions = [g.motion for g in groups]
     boxes = arrange(counts, motions, p.relations, cfg)
+    if cfg.max_box < 1.0:  # relations are checked below on the capped boxes (centres do not move)
+        boxes = [[[(t, cap_box(b, cfg.max_box)) for t, b in kfs] for kfs in per_copy] for per_copy in boxes]
 
     out: list[SubjectLayout] = []
     first_index: list[int] = []

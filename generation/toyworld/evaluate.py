@@ -47,6 +47,8 @@ class SamplingConfig:
     frames: int = field(default_factory=lambda: WorldConfig().frames)  # the world's clip length
     steps: int = 12
     guidance: float = 4.0
+    # the rule planner's largest box side (``GenerateConfig.planner_max_box``; 1: the planner's own boxes)
+    planner_max_box: float = 1.0
 
     @classmethod
     def from_model(cls, model: str | Path | None = None) -> SamplingConfig:
@@ -59,8 +61,9 @@ class SamplingConfig:
             for k in ("height", "width", "frames", "steps"):
                 if k in gen:
                     setattr(out, k, int(gen[k]))
-            if "guidance" in gen:
-                out.guidance = float(gen["guidance"])
+            for k in ("guidance", "planner_max_box"):
+                if k in gen:
+                    setattr(out, k, float(gen[k]))
         return out
 
 
@@ -90,6 +93,13 @@ def single_items(prompts: Sequence[str], both_sides: bool = True) -> list[EvalIt
     return [EvalItem.of(p, SIDES[i % 2]) for i, p in enumerate(prompts)]
 
 
+def planned_layout(prompt: str, max_box: float = 1.0) -> Any:
+    """The rule planner's layout of ``prompt``, boxes capped at ``max_box`` (what ``vidlab generate`` plans)."""
+    from generation.planners import plan_layout
+
+    return plan_layout(prompt, planner="rule", **({"max_box": max_box} if max_box < 1.0 else {}))
+
+
 def side_layout(prompt: str, side: str) -> Any:
     """The rule planner's layout of a single-subject prompt with its box moved to the ``side`` third."""
     from generation.planners import plan_layout
@@ -108,11 +118,9 @@ def side_layout(prompt: str, side: str) -> Any:
     return lay
 
 
-def item_layout(item: EvalItem, method: str) -> tuple[Any, Any]:
-    """(layout given to ``method``, the true layout) for an item."""
-    from generation.planners import plan_layout
-
-    real = side_layout(item.prompt, item.side) if item.side else plan_layout(item.prompt, planner="rule")
+def item_layout(item: EvalItem, method: str, max_box: float = 1.0) -> tuple[Any, Any]:
+    """(layout given to ``method``, the true layout) for an item; multi-subject boxes capped at ``max_box``."""
+    real = side_layout(item.prompt, item.side) if item.side else planned_layout(item.prompt, max_box)
     return (swapped_layout(real) if method_base(method) == "placebo" else real), real
 
 
@@ -336,14 +344,20 @@ def run_method(
     if not todo:
         return out
     gcfg = GenerateConfig(
-        model="toyworld", height=s.height, width=s.width, frames=s.frames, steps=s.steps, guidance=s.guidance
+        model="toyworld",
+        height=s.height,
+        width=s.width,
+        frames=s.frames,
+        steps=s.steps,
+        guidance=s.guidance,
+        planner_max_box=s.planner_max_box,
     )
     bar = tqdm(total=sum(len(sds) for _, sds in todo), desc=desc or method, disable=not progress, leave=False)
     # Comp-Attn off: the layout changes nothing, so the left- and right-box items of one caption share a video
     memo: dict[tuple[str, tuple[int, ...]], tuple[np.ndarray, float]] = {}
     try:
         for it, sds in todo:
-            given, real = item_layout(it, method)
+            given, real = item_layout(it, method, s.planner_max_box)
             key = (it.prompt, tuple(sds))
             if not cfg.enabled and key in memo:
                 videos, secs = memo[key]

@@ -196,10 +196,42 @@ def paired_ci(
     return (m, lo, hi, len(keys))
 
 
+def judge_toyworld_videos(model_dir: str, prompt: str, videos: Sequence[np.ndarray], layout: Any = None):
+    """The exact detector's verdict (``VideoScore.to_dict()``) on each video when ``model_dir`` is a toy-world
+    pipeline folder (it has ``toyworld.json``), else None: the truth shown beside a generated video."""
+    from pathlib import Path
+
+    if not (Path(model_dir) / "toyworld.json").is_file():
+        return None
+    try:
+        return [score_video(prompt, frames, layout=layout).to_dict() for frames in videos]
+    except ValueError as exc:  # a prompt outside the world's caption grammar cannot be judged
+        return [{"error": f"not judged: {exc}"} for _ in videos]
+
+
+def verdict_line(v: dict[str, Any], video: str) -> str:
+    """One loud line per video: did the detector find what the prompt asked for?"""
+    if "error" in v:
+        return f"toy-world detector on {video}: {v['error']}"
+    yes = {True: "yes", False: "NO", None: "-"}
+    parts = [
+        f"every subject (colour+shape) {yes[v['presence']]}",
+        f"colours only {yes[v['presence_colour']]}",
+    ]
+    if v.get("relation") is not None:
+        parts.append(f"relation {yes[v['relation']]}")
+    if v.get("count") is not None:
+        parts.append(f"count {yes[v['count']]}")
+    if v.get("iou") is not None:
+        parts.append(f"IoU with the layout {v['iou']:.2f}")
+    return f"toy-world detector on {video} (exact, learning-free): " + "; ".join(parts)
+
+
 __all__ = [
     "MetricConfig",
     "VideoScore",
     "bootstrap_ci",
+    "judge_toyworld_videos",
     "layout_iou",
     "paired_ci",
     "phrase_subject",
@@ -207,4 +239,5 @@ __all__ = [
     "score_video",
     "subject_centre",
     "toward_box",
+    "verdict_line",
 ]

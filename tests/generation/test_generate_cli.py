@@ -109,6 +109,7 @@ def _empty_layout(tmp_path):
         (["a red cat", "--set", "steps=two"], "steps: expected an int >= 1, got 'two'"),
         (["a red cat", "steps=-3"], "steps: expected an int >= 1, got -3"),
         (["a red cat", "frames=10"], r"frames: expected 4k\+1"),
+        (["a red cat", "planner_max_box=2"], r"planner_max_box: expected a number in \[0\.05, 1\.0\], got 2"),
         (["a red cat", "lam.alpha_min=2"], "comp_attn.lam: alpha_min=2.0 must be <= alpha_max=1.0"),
         (["a red cat", "--layout", "MISSING"], "layout file .*missing.json: no such file"),
         (

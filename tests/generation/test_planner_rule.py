@@ -453,3 +453,44 @@ def test_vertical_mover_travels_over_the_subject_it_relates_to():
         b = squirrel.box_at(when)
         assert t[0] <= b[0] and b[2] <= t[2]  # in the tree's column, start to end
     assert squirrel.box_at(1)[1] < squirrel.box_at(0)[1]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "a red circle to the left of a blue square",
+        "a green star above a yellow triangle",
+        "two purple circles",
+        "a cyan square moving right",
+    ],
+)
+def test_a_box_cap_shrinks_every_box_about_its_centre_and_keeps_the_relations(prompt):
+    """``max_box`` (the subjects' size where it is known: the toy world's 0.34) caps each side of every keyframe's
+    box and moves no centre, so every relation the uncapped layout keeps still holds."""
+    free = plan_layout(prompt)
+    capped = plan_layout(prompt, max_box=0.34)
+    assert [s.phrase for s in capped.subjects] == [s.phrase for s in free.subjects]
+    assert [r.to_dict() for r in capped.relations] == [r.to_dict() for r in free.relations]
+    assert capped.meta["geometry"]["max_box"] == 0.34
+    shrunk = False
+    for a, b in zip(free.subjects, capped.subjects):
+        for (ta, ba), (tb, bb) in zip(a.keyframes, b.keyframes):
+            assert ta == tb and centre(bb) == pytest.approx(centre(ba))
+            assert bb[2] - bb[0] <= 0.34 + 1e-9 and bb[3] - bb[1] <= 0.34 + 1e-9
+            assert bb[2] - bb[0] == pytest.approx(min(0.34, ba[2] - ba[0]))
+            shrunk |= (ba[2] - ba[0]) > 0.34 or (ba[3] - ba[1]) > 0.34
+    assert shrunk or "two" in prompt  # the planner's cells are larger than a toy shape
+
+
+def test_a_box_cap_that_parts_touching_boxes_drops_and_records_the_on_relation():
+    """ "on" needs the boxes to touch; capped about their centres they part, so the relation is not claimed."""
+    free = plan_layout("a cat sitting on a table")
+    capped = plan_layout("a cat sitting on a table", max_box=0.34)
+    assert [r.relation for r in free.relations] == ["on"]
+    assert capped.relations == [] and [d["relation"] for d in capped.meta["dropped_relations"]] == ["on"]
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5])
+def test_an_impossible_box_cap_is_refused(bad):
+    with pytest.raises(ValueError, match="max_box must be in"):
+        plan_layout("a red circle", max_box=bad)

@@ -226,3 +226,38 @@ def test_calibrated_preset_is_the_model_preset_with_the_chosen_values(tmp_path):
     assert cfg["comp_attn"]["sci"]["strength"] == 1.0
     comp = from_dict(CompAttnConfig, cfg["comp_attn"])  # the preset's comp_attn block is a valid config
     assert comp.lam.alpha_max == 4.0
+
+
+def test_multi_subject_items_get_the_capped_planner_boxes_and_the_placebo_swaps_them():
+    item = EvalItem.of("a red circle to the left of a blue square")
+    given, real = item_layout(item, "lam", max_box=0.34)
+    assert given is real or given.to_dict() == real.to_dict()
+    for s in real.subjects:
+        b = s.box_at(0.0)
+        assert b[2] - b[0] <= 0.34 + 1e-9 and b[3] - b[1] <= 0.34 + 1e-9
+    placebo, real2 = item_layout(item, "placebo", max_box=0.34)
+    assert real2.to_dict() == real.to_dict()
+    assert placebo.subjects[0].box_at(0.0) == pytest.approx(real.subjects[1].box_at(0.0))
+    _, free = item_layout(item, "lam")  # uncapped: the planner's own, wider boxes
+    assert free.subjects[0].box_at(0.0)[3] - free.subjects[0].box_at(0.0)[1] > 0.34
+    # position items keep their fixed side boxes whatever the cap
+    assert (
+        item_layout(EvalItem.of("a red circle", "left"), "lam", 0.34)[1].subjects[0].box_at(0.0)
+        == SIDE_BOXES["left"]
+    )
+
+
+def test_the_sampling_settings_and_the_presets_follow_the_shipped_model():
+    """The shipped folder's ``generate`` entry is where the benchmark reads its sampling (steps, guidance, box
+    cap); ``vidlab generate``'s toy-world presets must say the same, or the quickstart samples another model."""
+    import yaml
+
+    from generation.toyworld.evaluate import WEIGHTS_DIR
+
+    gen = json.loads((WEIGHTS_DIR / "toyworld.json").read_text())["generate"]
+    s = SamplingConfig.from_model()
+    assert (s.steps, s.guidance, s.planner_max_box) == (gen["steps"], gen["guidance"], gen["planner_max_box"])
+    for name in ("toyworld", "toyworld-calibrated"):
+        preset = yaml.safe_load((ROOT / "configs" / "generate" / f"{name}.yaml").read_text())
+        assert preset["steps"] == gen["steps"] and preset["guidance"] == gen["guidance"], name
+        assert preset["planner_max_box"] == gen["planner_max_box"], name

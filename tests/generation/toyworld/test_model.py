@@ -143,10 +143,11 @@ SHIPPED_PROMPTS = [
 def test_the_shipped_weights_load_and_draw_the_asked_subjects():
     """Twelve single-subject prompts, one seed each, judged by the exact detector.
 
-    The bar follows what the shipped model measurably does (README: single-subject presence 0.31, colour 0.79 on
-    48 videos), not a hand-picked video: the asked colour in at least half the videos, colour+shape in at least
-    one, and the colour of another prompt (the control) in at most a quarter. An untrained or prompt-blind model
-    fails it. (A first version with 6 videos and a bar of 4 asked colours failed at 3 of 6.)
+    The bar follows what the shipped model measurably does (README: single-subject presence 0.71 on its 48 gate
+    videos, colour 1.00; circles 0.83-1.00, squares 0.50-0.75 across seed sets), not a hand-picked video: the asked
+    colour in at least 10 of 12 videos, colour AND shape in at least half, and the colour of another prompt (the
+    control) in at most a quarter. An untrained, prompt-blind or shape-blind model fails it (the previous weights,
+    presence 0.31, drew colour+shape in 2 of these 12). Sampled at the folder's own settings (its ``generate``).
     """
     from diffusers import WanPipeline
 
@@ -165,8 +166,10 @@ def test_the_shipped_weights_load_and_draw_the_asked_subjects():
         height=64,
         width=64,
         num_frames=5,
-        num_inference_steps=12,
-        guidance_scale=4.0,
+        num_inference_steps=int(g.get("steps", 12)),
+        guidance_scale=float(g.get("guidance", 4.0)),
+        # the prompt length it was trained at (WanPipeline's default is 512; vidlab passes the tokenizer's)
+        max_sequence_length=pipe.tokenizer.model_max_length,
         generator=[torch.Generator().manual_seed(i) for i in range(n)],
         output_type="np",
     ).frames
@@ -175,8 +178,8 @@ def test_the_shipped_weights_load_and_draw_the_asked_subjects():
     asked = [score_video(p, v) for p, v in zip(SHIPPED_PROMPTS, videos)]
     # control: the colour+shape of the NEXT prompt (another colour) looked for in the same video
     other = [score_video(SHIPPED_PROMPTS[(i + 1) % n], v) for i, v in enumerate(videos)]
-    assert sum(s.presence_colour for s in asked) >= n // 2, [s.presence_colour for s in asked]
-    assert sum(s.presence for s in asked) >= 1, [s.presence for s in asked]
+    assert sum(s.presence_colour for s in asked) >= n - 2, [s.presence_colour for s in asked]
+    assert sum(s.presence for s in asked) >= n // 2, [s.presence for s in asked]
     assert sum(s.presence_colour for s in other) <= n // 4, [s.presence_colour for s in other]
 
 
@@ -196,3 +199,32 @@ def test_the_shape_swap_control_scores_the_told_shape_and_the_clips_own_apart():
     swapped = denoise_probe(pipe, level=0.0, steps=1, swap_shape=True)
     assert swapped["presence"] == swapped["presence_vae_only"] >= 0.9 and swapped["swap_shape"]
     assert swapped["presence_told"] <= 0.1
+
+
+@pytest.mark.skipif(not (WEIGHTS_DIR / "model_index.json").is_file(), reason="no shipped toy-world weights")
+def test_vidlab_generate_on_the_toy_world_prints_the_detectors_verdict_beside_the_video(tmp_path, capsys):
+    """The truth beside the result: on a toy-world model, `vidlab generate` judges its own video with the exact
+    detector (printed, and in result.json) against the prompt and the layout it planned; other models are not
+    judged."""
+    from generation.cli import generate_main
+    from generation.toyworld.metrics import score_video
+    from vidlab.video import open_video
+
+    out = tmp_path / "g"
+    prompt = "a red circle to the left of a blue square"
+    assert generate_main([prompt, "--preset", "generate/toyworld-calibrated", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    res = json.loads((out / "result.json").read_text())
+    (v,) = res["detector"]
+    assert set(v) >= {"presence", "presence_colour", "relation", "iou"} and v["kind"] == "relation"
+    line = next(ln for ln in printed.splitlines() if ln.startswith("toy-world detector on "))
+    assert (
+        "every subject (colour+shape) yes" if v["presence"] else "every subject (colour+shape) NO"
+    ) in line
+    # the verdict is the detector's on the written video (up to the codec's loss: colours agree)
+    with open_video(out / "video.mp4") as r:
+        frames = r.get_frames(list(range(r.num_frames)))
+    assert score_video(prompt, frames).presence_colour == v["presence_colour"]
+    assert generate_main(["a red cat", "--preset", "tiny", "--out", str(tmp_path / "t")]) == 0
+    assert "toy-world detector" not in capsys.readouterr().out
+    assert "detector" not in json.loads((tmp_path / "t" / "result.json").read_text())
