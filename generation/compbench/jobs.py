@@ -137,7 +137,14 @@ def generate_run(
         from vidlab.config import save_resolved
 
         save_resolved(cfg, out, name="config.yaml")
-        plan = plan_all(prompts, out, cfg.planner, threads=cfg.run.plan_threads, progress=cfg.run.progress)
+        plan = plan_all(
+            prompts,
+            out,
+            cfg.planner,
+            threads=cfg.run.plan_threads,
+            progress=cfg.run.progress,
+            planner_kwargs=_planner_kwargs(cfg),
+        )
         for d in {(out / it["video"]).parent for it in items}:
             sweep_stale(d)  # temporaries of a writer that was killed
         frames = cfg.generate.frames
@@ -180,8 +187,21 @@ def plan_run(cfg: CompbenchConfig) -> Any:
     suite, prompts = select_prompts(cfg)
     with open_job(Path(cfg.out) / GEN_DIR, identity(cfg, suite)):
         return plan_all(
-            prompts, cfg.out, cfg.planner, threads=cfg.run.plan_threads, progress=cfg.run.progress
+            prompts,
+            cfg.out,
+            cfg.planner,
+            threads=cfg.run.plan_threads,
+            progress=cfg.run.progress,
+            planner_kwargs=_planner_kwargs(cfg),
         )
+
+
+def _planner_kwargs(cfg: Any) -> dict[str, Any] | None:
+    """The generate preset's planner options for this job's planner (the toy world's box cap), as
+    ``vidlab generate`` plans them."""
+    from generation.pipeline import planner_kwargs
+
+    return planner_kwargs(dataclasses.replace(cfg.generate, planner=cfg.planner))
 
 
 def manifest_rows(cfg: CompbenchConfig, items: list[dict[str, Any]]) -> list[dict[str, Any]]:

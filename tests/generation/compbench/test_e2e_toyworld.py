@@ -40,9 +40,15 @@ def test_toyworld_model_end_to_end(tmp_path, suite_writer):
     )
     from generation.toyworld.evaluate import SamplingConfig
 
-    s = SamplingConfig.from_model()  # the shipped model's own frames and size
+    s = SamplingConfig.from_model()  # the shipped model's own frames, size, guidance and planner box cap
     cfg["generate"].update(
-        model="toyworld", height=s.height, width=s.width, frames=s.frames, steps=4, guidance=4.0
+        model="toyworld",
+        height=s.height,
+        width=s.width,
+        frames=s.frames,
+        steps=4,
+        guidance=s.guidance,
+        planner_max_box=s.planner_max_box,
     )
     cfg["generate"]["comp_attn"].pop("max_sequence_length", None)
     cfg["score"]["metrics"] = ["toyworld_shapes"]
@@ -56,6 +62,17 @@ def test_toyworld_model_end_to_end(tmp_path, suite_writer):
 
     rows = read_manifest(out)
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    from generation.layout import Layout
+
+    # the layouts were planned as `vidlab generate` plans them for this model: boxes capped at the shapes' size
+    layouts = [Layout.load(p) for p in sorted((out / "layouts").glob("*.json")) if p.name != "failed.json"]
+    assert len(layouts) == 2
+    for lay in layouts:
+        assert all(
+            max(b[2] - b[0], b[3] - b[1]) <= s.planner_max_box + 1e-9
+            for su in lay.subjects
+            for _, b in su.keyframes
+        )
     from vidlab.video import open_video
 
     def frames(row):
