@@ -269,8 +269,11 @@ class RecordCache:
 
 def setting_key(method: str, cfg: Any, sampling: SamplingConfig, model: str) -> str:
     """What makes a record: the model, the method, its Comp-Attn config and the sampling."""
+    samp = dict(vars(sampling))
+    if samp.get("planner_max_box") == 1.0:  # added later: records made before it (no cap) keep their keys
+        samp.pop("planner_max_box")
     blob = json.dumps(
-        {"m": method_base(method), "c": dataclasses.asdict(cfg), "s": vars(sampling), "w": model},
+        {"m": method_base(method), "c": dataclasses.asdict(cfg), "s": samp, "w": model},
         sort_keys=True,
         default=str,
     )

@@ -852,8 +852,6 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
             "frames": cfg.frames,
             "steps": cfg.eval_steps,
             "guidance": cfg.sample_guidance,
-            # the rule planner's box cap: the largest shape's diameter plus 0.04, from the world, not tuned
-            "planner_max_box": round(2 * cfg.world_radius[1] + 0.04, 3),
         },
     }
     return save_pipeline(pipe, out, meta)

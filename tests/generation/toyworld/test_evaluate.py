@@ -256,8 +256,9 @@ def test_the_sampling_settings_and_the_presets_follow_the_shipped_model():
 
     gen = json.loads((WEIGHTS_DIR / "toyworld.json").read_text())["generate"]
     s = SamplingConfig.from_model()
-    assert (s.steps, s.guidance, s.planner_max_box) == (gen["steps"], gen["guidance"], gen["planner_max_box"])
+    cap = gen.get("planner_max_box", 1.0)  # the shipped model: no cap (a cap of 0.34 was measured, not kept)
+    assert (s.steps, s.guidance, s.planner_max_box) == (gen["steps"], gen["guidance"], cap)
     for name in ("toyworld", "toyworld-calibrated"):
         preset = yaml.safe_load((ROOT / "configs" / "generate" / f"{name}.yaml").read_text())
         assert preset["steps"] == gen["steps"] and preset["guidance"] == gen["guidance"], name
-        assert preset["planner_max_box"] == gen["planner_max_box"], name
+        assert preset.get("planner_max_box", 1.0) == cap, name
