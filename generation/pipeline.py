@@ -69,8 +69,8 @@ class GenerateConfig:
     cpu_offload: Literal["none", "model", "sequential"] = "none"
     attention_backend: str | None = None  # native | flex | xformers | ... (None = diffusers' default)
     planner: Literal["rule", "llm"] = "rule"  # when no --layout is given
-    # the rule planner's largest box side (fraction of the frame; 1: no cap): the subjects' size where it is known
-    # (the toy world's shapes: 0.34). LAM draws a subject to fill its box
+    # the rule planner's largest box side (fraction of the frame; 1: no cap), for subjects of a known size: LAM
+    # draws a subject to fill its box. Measured on the toy world at 0.34 and not kept there (generation/README.md)
     planner_max_box: float = field(default=1.0, metadata=_range(0.05, 1.0))
     comp_attn: CompAttnConfig = field(default_factory=CompAttnConfig)
 

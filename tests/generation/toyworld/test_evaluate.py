@@ -262,3 +262,21 @@ def test_the_sampling_settings_and_the_presets_follow_the_shipped_model():
         preset = yaml.safe_load((ROOT / "configs" / "generate" / f"{name}.yaml").read_text())
         assert preset["steps"] == gen["steps"] and preset["guidance"] == gen["guidance"], name
         assert preset.get("planner_max_box", 1.0) == cap, name
+
+
+def test_the_detectors_verdict_is_given_for_toy_world_folders_only_and_says_why_it_cannot_judge(tmp_path):
+    """What `vidlab generate` and the demo print beside a video: the exact detector's verdict on a toy-world
+    model's output (here a clean render, so every part is 'yes'); None for any other model; a prompt outside the
+    caption grammar is named as not judged instead of raising."""
+    from generation.toyworld.evaluate import WEIGHTS_DIR
+    from generation.toyworld.metrics import judge_toyworld_videos, verdict_line
+
+    frames = _scene_at(0.3, "red", "circle")
+    (v,) = judge_toyworld_videos(str(WEIGHTS_DIR), "a red circle", [frames])
+    assert v["presence"] and v["presence_colour"] and v["kind"] == "single"
+    assert verdict_line(v, "x.mp4").endswith("every subject (colour+shape) yes; colours only yes")
+    (w,) = judge_toyworld_videos(str(WEIGHTS_DIR), "a blue square", [frames])  # the wrong subject: loud
+    assert "every subject (colour+shape) NO; colours only NO" in verdict_line(w, "x.mp4")
+    assert judge_toyworld_videos(str(tmp_path), "a red circle", [frames]) is None  # not a toy-world folder
+    (e,) = judge_toyworld_videos(str(WEIGHTS_DIR), "a red circle and a blue square", [frames])
+    assert e["error"].startswith("not judged: ") and "not judged" in verdict_line(e, "x.mp4")
