@@ -95,9 +95,9 @@ class TrainConfig:
     dit_steps: int = 16000
     dit_batch: int = 16
     dit_lr: float = 1e-3
-    # then this many more steps at dit_anneal_lr (0: none). The shipped run: 16000 constant + 2000 annealed; the
+    # then this many more steps at dit_anneal_lr (0: none). The shipped run: 16000 constant + 6000 annealed; the
     # shape word started to count only after ~8000 constant steps (generation/README.md, training record)
-    dit_anneal_steps: int = 2000
+    dit_anneal_steps: int = 6000
     dit_anneal_lr: float = 1e-4
     dit_sigma_shift: float = 1.0  # training noise levels: shift 1 = uniform (30% below 0.3, where edges form)
     # loss weight of the latent positions a shape covers (its 4x4-pooled pixels, grown by one latent pixel) against
