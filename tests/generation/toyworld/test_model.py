@@ -143,8 +143,8 @@ SHIPPED_PROMPTS = [
 def test_the_shipped_weights_load_and_draw_the_asked_subjects():
     """Twelve single-subject prompts, one seed each, judged by the exact detector.
 
-    The bar follows what the shipped model measurably does (README: single-subject presence 0.71 on its 48 gate
-    videos, colour 1.00; circles 0.83-1.00, squares 0.50-0.75 across seed sets), not a hand-picked video: the asked
+    The bar follows what the shipped model measurably does (README: single-subject presence 0.875 on its 48 gate
+    videos, colour 1.00; here colour 12/12, colour+shape 10/12, control 0/12), not a hand-picked video: the asked
     colour in at least 10 of 12 videos, colour AND shape in at least half, and the colour of another prompt (the
     control) in at most a quarter. An untrained, prompt-blind or shape-blind model fails it (the previous weights,
     presence 0.31, drew colour+shape in 4 of these 12 and the colour in 11: measured). Sampled at the folder's own settings (its ``generate``).
