@@ -265,12 +265,12 @@ class GenerationService:
         return self._pipe
 
     def plan(self, prompt: str, subjects: list[str] | None = None) -> Any:
+        from generation.pipeline import planner_kwargs
         from generation.planners import plan_layout
 
         self.check_prompt(prompt)
-        # the preset's box cap (the toy world's shape size) for the rule planner, as `vidlab generate` plans
-        cap = self.base.planner_max_box
-        kw = {"max_box": cap} if self.config.planner == "rule" and cap < 1.0 else {}
+        # the preset's planner options for the demo's planner, as `vidlab generate` plans
+        kw = planner_kwargs(dataclasses.replace(self.base, planner=self.config.planner)) or {}
         try:
             return plan_layout(prompt, planner=self.config.planner, subjects=subjects or None, **kw)
         except UserError as exc:  # the planner's own messages name the phrase at fault

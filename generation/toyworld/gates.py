@@ -272,14 +272,15 @@ def record_gates(
 
     from diffusers import WanPipeline
 
+    from generation.toyworld.evaluate import SamplingConfig
     from vidlab.io import atomic_write_json
 
     folder = Path(pipeline_dir)
+    own = SamplingConfig.from_model(folder)  # the folder's `generate` entry, else 12 steps at guidance 4
+    steps = own.steps if steps is None else steps
+    guidance = own.guidance if guidance is None else guidance
     meta_path = folder / "toyworld.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    own = meta.get("generate") or {}
-    steps = int(own.get("steps", 12)) if steps is None else steps
-    guidance = float(own.get("guidance", 4.0)) if guidance is None else guidance
     pipe = WanPipeline.from_pretrained(folder)
     pipe.set_progress_bar_config(disable=True)
     vae = vae_roundtrip(pipe.vae)
