@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 EPILOG = """examples:
-  # reproduce the shipped weights (fixed seed, one thread; about 90 min on a shared 2-core machine)
+  # reproduce the shipped weights (fixed seed, one thread: ~3.2 h; threads=2: ~2.5 h, not the same bits)
   vidlab train-gen-toyworld --out generation/toyworld/weights --figure generation/toyworld/figures/training.png --gates
   # the decoder refinement in a second process beside the transformer (same ckpt_dir; the main run picks it up)
   vidlab train-gen-toyworld --out unused "stages=[vae,vaedec]" ckpt_dir=DIR

@@ -322,8 +322,12 @@ def run_method(
     overrides: Mapping[str, Any] | None = None,
     cache: RecordCache | None = None,
     fingerprint: str = "",
+    run_id: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Generate and score every (item, seed) with ``method``; one dict per video (cached ones are not redone)."""
+    """Generate and score every (item, seed) with ``method``; one dict per video (cached ones are not redone).
+
+    Each new record carries ``run`` = ``run_id``: a cache mixes videos timed in different runs (other load, other
+    day), so a time ratio pairs only records of one run."""
     from tqdm.auto import tqdm
 
     from generation.pipeline import GenerateConfig, generate_video
@@ -373,7 +377,7 @@ def run_method(
                     memo[key] = (videos, secs)
             for seed, frames in zip(sds, videos):
                 rec = score_record(it, frames, given, real)
-                rec.update(seed=seed, method=method, seconds=secs)
+                rec.update(seed=seed, method=method, seconds=secs, run=run_id)
                 out.append(rec)
                 if cache is not None:
                     cache.put(f"{skey}|{it.key}|{seed}", rec)

@@ -64,7 +64,9 @@ class TrainConfig:
     size: int = 64
     frames: int = 5
     model: ModelConfig = field(default_factory=ModelConfig)
-    threads: int = 1  # one thread: bit-reproducible, and fastest when other jobs share the cores
+    # the shipped weights were trained at 1; each count is deterministic run to run, but 1 and 2 give different
+    # bits (2 measured 1.4x faster on an idle 2-core machine)
+    threads: int = 1
     # stage 1: VAE
     vae_steps: int = 1500
     vae_batch: int = 4

@@ -159,6 +159,34 @@ def test_calibration_objective_refuses_settings_that_cost_presence():
     assert b.best_value(rows, lambda r: b.selection_score(r, base)) == 4.0
 
 
+def test_calibration_guards_single_presence_at_the_issues_two_points_and_multi_at_five():
+    b = _bench()
+    base = {"presence": 0.5, "single_presence": 0.9, "relation": 0.2, "iou_real": 0.1, "toward": 0.0}
+    stronger = {**base, "relation": 0.3, "toward": 0.2}
+    assert b.selection_score({**stronger, "single_presence": 0.885}, base) > b.selection_score(base, base)
+    assert b.selection_score({**stronger, "single_presence": 0.87}, base) == float("-inf")  # -3 points
+    assert b.selection_score({**stronger, "presence": 0.46}, base) > 0  # -4 points of multi: allowed
+    assert b.selection_score({**stronger, "presence": 0.44}, base) == float("-inf")
+    assert b.sci_score({**base, "presence": 0.7, "single_presence": 0.87}, base) == float("-inf")
+    # every LAM strength refused: the smallest (the paper's) is kept
+    rows = [{"value": v, **stronger, "single_presence": 0.8} for v in (1.0, 2.0, 4.0)]
+    assert b.best_value(rows, lambda r: b.selection_score(r, base)) == 1.0
+
+
+def test_time_ratio_pairs_only_videos_timed_in_this_run():
+    """A resumed benchmark mixes cached videos timed on another day with new ones: only this run's are paired."""
+    b = _bench()
+
+    def rec(item, secs, run):
+        return {"item": item, "prompt": item, "seed": 0, "seconds": secs, "run": run}
+
+    base = [rec("a", 1.0, "now"), rec("b", 2.0, "now"), rec("c", 1.0, "old")]
+    other = [rec("a", 1.1, "now"), rec("b", 2.2, "now"), rec("c", 5.0, "now")]
+    r = b.time_ratio(base, other, "now")
+    assert r["n"] == 2 and r["mean"] == pytest.approx(1.1)  # item c's baseline is old: left out, not 5x
+    assert b.time_ratio([rec("a", 1.0, None)], [rec("a", 1.2, "now")], "now")["n"] == 0
+
+
 def test_chunks_interleave_both_kinds_and_cover_every_item_once():
     b = _bench()
     multi, single = list(range(50)), [f"s{i}" for i in range(12)]
