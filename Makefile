@@ -30,7 +30,10 @@ quickstart: venv
 	$(BIN)/vidlab synth $(OUT)/synthetic.mp4 --frames 240 --fps 24 --width 320 --height 180 --seed 0
 	$(BIN)/vidlab contact-sheet $(OUT)/synthetic.mp4 --out $(OUT)/contact_sheet.png --frames 16
 	# Comp-Attn on the small Wan trained on the coloured-shapes world (generation/toyworld/weights)
-	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --out $(OUT)/generate --attention-maps
+	# four seeds, each judged by the exact detector: two subjects are the hard case (both drawn in about a quarter)
+	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --out $(OUT)/generate --attention-maps
+	# the same seeds with Comp-Attn off: the control
+	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --no-sci --no-lam --out $(OUT)/generate-off
 	# VideoBrain's trained toy policy + toy CLIP (understanding/toyworld/weights) on synthetic long videos
 	$(BIN)/vidlab toyworld-data $(OUT)/toyworld 4
 	$(BIN)/vidlab qa --video $(OUT)/toyworld/test/videos/200000.mp4 --question "What colour was the triangle?" \
@@ -39,7 +42,7 @@ quickstart: venv
 	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/toyworld/test/questions.jsonl --policy toy:shipped \
 		--clip-model understanding/toyworld/weights/clip --strategies agent uniform:16 uniform:56 \
 		episode.frame_resize=fit --out $(OUT)/toyworld-eval --overwrite
-	@echo "quickstart outputs in $(OUT)/ (contact sheet, toy-world generation + layout/attention PNGs, toy agent trajectory, QA accuracy-vs-frames plot)"
+	@echo "quickstart outputs in $(OUT)/ (contact sheet, toy-world generation with Comp-Attn on and off + layout/attention PNGs, toy agent trajectory, QA accuracy-vs-frames plot)"
 
 lint: venv
 	$(BIN)/ruff check .
