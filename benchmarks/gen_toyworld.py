@@ -109,11 +109,9 @@ PRESENCE_TOL = 0.05
 SINGLE_PRESENCE_TOL = 0.02
 
 
-def _guarded(row: dict, base: dict, tol: float, single_tol: float) -> bool:
-    """True when the setting keeps multi-subject presence within ``tol`` and single within ``single_tol``."""
-    return (row.get("presence") or 0.0) >= (base.get("presence") or 0.0) - tol and (
-        row.get("single_presence") or 0.0
-    ) >= (base.get("single_presence") or 0.0) - single_tol
+def _keeps(row: dict, base: dict, key: str, tol: float) -> bool:
+    """True when the setting's ``key`` (a presence) falls no more than ``tol`` below the baseline's."""
+    return (row.get(key) or 0.0) >= (base.get(key) or 0.0) - tol
 
 
 def selection_score(
@@ -122,7 +120,7 @@ def selection_score(
     """Validation objective for a LAM setting: relation + true-layout IoU + 2 x toward-box shift, and -inf when
     multi-subject presence falls more than ``tol`` or single-subject presence more than ``single_tol`` below the
     baseline's (on the same validation scenes)."""
-    if not _guarded(row, base, tol, single_tol):
+    if not (_keeps(row, base, "presence", tol) and _keeps(row, base, "single_presence", single_tol)):
         return float("-inf")
     return (row.get("relation") or 0.0) + (row.get("iou_real") or 0.0) + 2.0 * (row.get("toward") or 0.0)
 
@@ -130,7 +128,7 @@ def selection_score(
 def sci_score(row: dict, base: dict, single_tol: float = SINGLE_PRESENCE_TOL) -> float:
     """Validation objective for SCI strength: multi-subject presence + relation (single presence kept within
     ``single_tol``)."""
-    if (row.get("single_presence") or 0.0) < (base.get("single_presence") or 0.0) - single_tol:
+    if not _keeps(row, base, "single_presence", single_tol):
         return float("-inf")
     return (row.get("presence") or 0.0) + (row.get("relation") or 0.0)
 
