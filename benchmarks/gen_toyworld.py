@@ -465,6 +465,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(extras) - {"both_default", "both_fused"}
     if unknown:
         ap.error(f"--extras: unknown {sorted(unknown)} (known: both_default, both_fused)")
+    grids: dict[str, list[float]] = {}
+    for name in ("alpha_grid", "step_grid", "sci_grid"):  # checked before any model loads
+        text = getattr(args, name)
+        try:
+            grids[name] = [float(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            ap.error(f"--{name.replace('_', '-')}: comma-separated numbers, got {text!r}")
+        if not grids[name]:
+            ap.error(f"--{name.replace('_', '-')}: at least one value, got {text!r}")
 
     import torch
 
@@ -562,12 +571,9 @@ def main(argv: list[str] | None = None) -> int:
             res = runner.many(jobs)
             return [_val_row(v, res[2 * i], res[2 * i + 1]) for i, v in enumerate(values)]
 
-        def grid(text: str, quick: list[float]) -> list[float]:
-            return quick if q else [float(v) for v in text.split(",") if v.strip()]
-
-        alpha_grid = grid(args.alpha_grid, [1.0, 4.0])
-        step_grid = grid(args.step_grid, [0.3, 0.6])
-        sci_grid = grid(args.sci_grid, [0.5, 2.0])
+        alpha_grid = [1.0, 4.0] if q else grids["alpha_grid"]
+        step_grid = [0.3, 0.6] if q else grids["step_grid"]
+        sci_grid = [0.5, 2.0] if q else grids["sci_grid"]
         val_base = level("baseline", [{}], [0.0], "baseline")[0]
         sweep["lam.alpha_max"] = level(
             "lam", [{"lam.alpha_max": a} for a in alpha_grid], alpha_grid, "alpha_max"

@@ -173,6 +173,17 @@ def test_calibration_guards_single_presence_at_the_issues_two_points_and_multi_a
     assert b.best_value(rows, lambda r: b.selection_score(r, base)) == 1.0
 
 
+@pytest.mark.parametrize("flag", ["--alpha-grid", "--step-grid", "--sci-grid"])
+def test_a_bad_calibration_grid_is_one_line_before_any_model_loads(flag, capsys):
+    b = _bench()
+    for bad in ("1,two", ","):
+        with pytest.raises(SystemExit) as e:
+            b.main([flag, bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"error: {flag}:" in err and repr(bad) in err
+
+
 def test_time_ratio_pairs_only_videos_timed_in_this_run():
     """A resumed benchmark mixes cached videos timed on another day with new ones: only this run's are paired."""
     b = _bench()
