@@ -1,9 +1,15 @@
 """Shared test setup: offline, deterministic, loopback only."""
 
+import functools
 import json
 import os
+import re
+import shutil
+import sys
 import tempfile
+import warnings
 from pathlib import Path
+from types import FrameType
 
 # Never reach a model hub from tests; every model is built in code.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,6 +57,12 @@ SERIAL_GROUPS = {
 def pytest_configure(config):
     # registered here too, so that --strict-markers accepts it when pytest-xdist is not installed
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with its group")
+    config.addinivalue_line(
+        "markers",
+        f"needs(*names): needs system packages beyond pip, one of {sorted(SYSTEM_DEPS)}; skips naming them",
+    )
+    if config.pluginmanager.hasplugin("xdist"):  # its hook is unknown to pytest under `-p no:xdist`
+        config.pluginmanager.register(_Scheduler(), "vidlab-xdist-scheduler")
     config.pluginmanager.register(_GroupNodeIds(), "vidlab-xdist-group-node-ids")
     config.pluginmanager.register(LongestFirst.from_file(COSTS), "vidlab-longest-first")
     if os.environ.get("VIDLAB_TEST_PROFILE"):
@@ -217,20 +229,22 @@ class LongestFirst:
         return [item for u in ranked for item in units[u]]
 
 
-def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadgroup` with a module as the unit of a test outside any group, in the order of the collection
-    (which LongestFirst sorted; xdist's own reordering by test count is switched off)."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
+class _Scheduler:
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        """`--dist loadgroup` with a module as the unit of a test outside any group, in the order of the
+        collection (which LongestFirst sorted; xdist's own reordering by test count is switched off)."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadGroupScheduling
 
-    class ModulesAndGroups(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            group = _group_of(nodeid)
-            return "@" + group if group is not None else nodeid.split("::", 1)[0]
+        class ModulesAndGroups(LoadGroupScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                group = _group_of(nodeid)
+                return "@" + group if group is not None else nodeid.split("::", 1)[0]
 
-    config.option.loadscopereorder = False
-    return ModulesAndGroups(config, log)
+        config.option.loadscopereorder = False
+        return ModulesAndGroups(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # the group marks are in place before pytest-xdist reads them
@@ -275,3 +289,130 @@ def pytest_runtest_teardown(item, nextitem):
         import ray
 
         ray.shutdown()
+
+
+# --- system packages beyond pip ------------------------------------------------------------------------------
+# A test that needs one is marked `@pytest.mark.needs("ffmpeg")` (for one parameter:
+# `pytest.param("torchcodec", marks=pytest.mark.needs("torchcodec"))`), or calls the `needs` fixture from a test
+# or a fixture; where it is missing the test skips with one line naming the Debian packages, and the run ends
+# with the skipped groups and the apt line that installs them (pytest_terminal_summary below). CI installs them
+# all (.ci/run), so CI runs every test.
+def _torchcodec_missing() -> str | None:
+    from vidlab.video.backends.torchcodec_backend import unavailable_reason
+
+    return unavailable_reason()  # "torchcodec cannot load FFmpeg's shared libraries: apt-get install ..."
+
+
+def _ffmpeg_missing() -> str | None:
+    return None if shutil.which("ffmpeg") else "needs Debian's ffmpeg CLI: apt-get install ffmpeg"
+
+
+def _chromium_missing() -> str | None:
+    if (shutil.which("chromium") or shutil.which("chromium-browser")) and shutil.which("chromedriver"):
+        return None
+    return "needs Debian's browser packages: apt-get install chromium chromium-driver"
+
+
+SYSTEM_DEPS = {  # name -> () -> None when present, else the skip reason (one line, naming the packages)
+    "torchcodec": _torchcodec_missing,  # FFmpeg 4-9's shared libraries, loaded when a decoder is built
+    "ffmpeg": _ffmpeg_missing,
+    "chromium": _chromium_missing,
+}
+
+
+@functools.cache
+def missing(name: str) -> str | None:
+    """Why the system dependency ``name`` (a key of SYSTEM_DEPS) is missing here, or None; probed once."""
+    return SYSTEM_DEPS[name]()
+
+
+def _skip_unless(names) -> None:
+    for name in names:
+        if name not in SYSTEM_DEPS:
+            raise pytest.UsageError(
+                f"needs({name!r}): unknown system dependency; known: {sorted(SYSTEM_DEPS)}"
+            )
+        why = missing(name)
+        if why:
+            pytest.skip(why)
+
+
+@pytest.hookimpl(tryfirst=True)  # before any fixture is built
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        _skip_unless(mark.args)
+
+
+@pytest.fixture(scope="session")
+def needs():
+    """``needs("ffmpeg", ...)``: skip the calling test or fixture (naming the Debian packages) unless present."""
+    return lambda *names: _skip_unless(names)
+
+
+APT = re.compile(r"apt-get install ((?:[a-z0-9][a-z0-9.+-]* ?)+)")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # after pytest's own summary, right before the counts line
+def pytest_terminal_summary(terminalreporter):
+    """After the run: the tests skipped for a missing system package, grouped, and the line that installs them."""
+    result = yield
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        text = reason.removeprefix("Skipped: ")
+        found = APT.search(text)
+        if found:
+            what = text[: found.start()].rstrip(" :") or "?"
+            groups.setdefault(tuple(found.group(1).split()), []).append(what)
+    if groups:
+        tr = terminalreporter
+        tr.write_sep("=", "skipped: system packages missing (CI installs them)")
+        for packages, whats in groups.items():
+            tr.write_line(f"{len(whats):4d} skipped, {whats[0]}: apt-get install {' '.join(packages)}")
+        if len(groups) > 1:
+            every = dict.fromkeys(p for packages in groups for p in packages)
+            tr.write_line(f"all of them: apt-get install {' '.join(every)}")
+    return result
+
+
+# --- deprecations our own code triggers fail the test ---------------------------------------------------------
+# pyproject's `filterwarnings` makes a DeprecationWarning or FutureWarning an error when the warning names one of
+# our modules: a library that warns with its stacklevel at our call, or our code calling our own deprecated path.
+# Libraries that warn through a helper name their own frame instead: diffusers' `deprecate()` (so
+# `from_pretrained(..., torch_dtype=...)`) names `diffusers.utils.deprecation_utils`, which no module filter can tie
+# to our call. The hook below sees the live stack when such a warning is shown: issued by an installed package, and
+# walking outwards past installed packages the first frame of this repository is in OWN_PACKAGES (not a test), it
+# raises the warning there, as an `error` filter would. It sees only what no filter ignores (an `ignore` entry in
+# pyproject, or `@pytest.mark.filterwarnings("ignore:...")`, silences a library's own deprecation it triggers).
+ROOT = Path(__file__).resolve().parents[1]
+OWN_PACKAGES = ("vidlab", "generation", "understanding", "demos", "benchmarks")
+_OWN_DIRS = tuple(str(ROOT / name) + os.sep for name in OWN_PACKAGES)
+_REPO_DIR, _VENV_DIRS = str(ROOT) + os.sep, (str(ROOT / ".venv") + os.sep, sys.prefix + os.sep)
+
+
+def _in_repo(filename: str) -> bool:
+    return filename.startswith(_REPO_DIR) and not filename.startswith(_VENV_DIRS)
+
+
+def _library_warning_at_our_call(issuer: FrameType | None) -> bool:
+    """``issuer``: the frame that called ``warnings.warn`` (or ran the C code that warned)."""
+    if issuer is None or _in_repo(issuer.f_code.co_filename):
+        return False  # issued here: pyproject's filters decide, and pytest.warns can expect it
+    frame = issuer.f_back
+    while frame is not None and not _in_repo(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIRS)
+
+
+_show_warning = warnings._showwarnmsg  # type: ignore[attr-defined]  # what warn() calls to show a warning
+
+
+def _fail_our_deprecations(msg: warnings.WarningMessage) -> None:
+    if isinstance(msg.message, (DeprecationWarning, FutureWarning)) and _library_warning_at_our_call(
+        sys._getframe(1)
+    ):
+        raise msg.message
+    _show_warning(msg)
+
+
+warnings._showwarnmsg = _fail_our_deprecations  # type: ignore[attr-defined]

@@ -11,7 +11,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from vidlab.video import VideoReadError, available_backends, open_video
+from vidlab.video import VideoReadError, open_video
+from vidlab.video.reader import import_decord
 from vidlab.video.synth import synth_frames
 from vidlab.video.testing import codes_of
 
@@ -21,7 +22,7 @@ W, H, N = 96, 72, 120
 
 def _x265(path, open_gop: bool):
     params = f"keyint=24:min-keyint=24:scenecut=0:bframes=4:open-gop={int(open_gop)}:log-level=error"
-    cmd = [FFMPEG, "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{W}x{H}", "-r", "24",
+    cmd = [str(FFMPEG), "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{W}x{H}", "-r", "24",
            "-i", "-", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", params,
            "-pix_fmt", "yuv420p", "-tag:v", "hvc1", str(path)]  # fmt: skip
     raw = b"".join(f.tobytes() for f in synth_frames(N, W, H, seed=3))
@@ -30,18 +31,17 @@ def _x265(path, open_gop: bool):
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    if not FFMPEG:
-        pytest.skip("needs the ffmpeg CLI with libx265: apt-get install ffmpeg")
-    if "decord" not in available_backends():
-        pytest.skip("decord is not installed")
+def files(tmp_path_factory, needs):
+    needs("ffmpeg")  # with libx265, as Debian's is built
+    try:
+        import_decord()  # after PyAV, as vidlab imports it
+    except ImportError:
+        pytest.skip("decord is not installed: pip install decord")
     root = tmp_path_factory.mktemp("hevc")
     return {"open": _x265(root / "open_gop.mp4", True), "closed": _x265(root / "closed_gop.mp4", False)}
 
 
 def _decord_wrong(path) -> int:
-    from vidlab.video.reader import import_decord
-
     vr = import_decord().VideoReader(str(path))
     rng = np.random.default_rng(0)
     wrong = 0

@@ -11,33 +11,32 @@ import threading
 import numpy as np
 import pytest
 
-from vidlab.video import VideoReadError, available_backends, open_video
+from vidlab.video import VideoReadError, open_video
+from vidlab.video.reader import import_decord
 from vidlab.video.synth import render_synthetic
 from vidlab.video.testing import codes_of
 
-BACKENDS = ["pyav", "decord", "torchcodec"]
-FFMPEG = shutil.which("ffmpeg")
-needs_ffmpeg = pytest.mark.skipif(FFMPEG is None, reason="needs Debian's ffmpeg CLI: apt-get install ffmpeg")
+# system packages (tests/conftest.py SYSTEM_DEPS): cases that need them skip naming the Debian packages
+TORCHCODEC = pytest.param("torchcodec", marks=pytest.mark.needs("torchcodec"))  # FFmpeg's shared libraries
+BACKENDS = ["pyav", "decord", TORCHCODEC]
+FFMPEG = shutil.which("ffmpeg")  # files made with the ffmpeg CLI are made where it is installed
 
 
 def _skip_missing(backend):
-    if backend == "torchcodec":
-        from vidlab.video.backends.torchcodec_backend import unavailable_reason
-
-        why = unavailable_reason()
-        if why:
-            pytest.skip(why)
-    elif backend not in available_backends():
-        pytest.skip(f"{backend} is not installed")
+    if backend == "decord":
+        try:
+            import_decord()  # after PyAV, as vidlab imports it
+        except ImportError:
+            pytest.skip("decord is not installed: pip install decord")
 
 
 def _ff(*args):
-    subprocess.run([FFMPEG, "-v", "error", "-y", *map(str, args)], check=True)
+    subprocess.run([str(FFMPEG), "-v", "error", "-y", *map(str, args)], check=True)
 
 
 def ffmpeg_rgb(path, width, height, stream=None) -> np.ndarray:
     """What ``ffmpeg -i path -pix_fmt rgb24`` decodes (autorotated; its default stream choice unless ``stream``)."""
-    cmd = [FFMPEG, "-v", "error", "-i", str(path)]
+    cmd = [str(FFMPEG), "-v", "error", "-i", str(path)]
     if stream is not None:
         cmd += ["-map", f"0:{stream}"]
     out = subprocess.run([*cmd, "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], check=True, capture_output=True)
@@ -115,9 +114,9 @@ SPECS = {0: (30, 64, 48), 1: (45, 96, 72)}
 
 @pytest.mark.parametrize("name", ["ff_default2", "ff_default1", "pyav_default2"])
 @pytest.mark.parametrize("backend", ["auto", *BACKENDS])
-def test_best_stream_is_ffmpegs_choice_on_every_backend(multi, name, backend):
-    if name not in multi:
-        pytest.skip("needs Debian's ffmpeg CLI: apt-get install ffmpeg")
+def test_best_stream_is_ffmpegs_choice_on_every_backend(multi, name, backend, needs):
+    if name.startswith("ff_"):
+        needs("ffmpeg")
     if backend != "auto":
         _skip_missing(backend)
     path, best = multi[name]
@@ -137,7 +136,7 @@ def test_best_stream_is_ffmpegs_choice_on_every_backend(multi, name, backend):
         assert VideoDecoder(str(path)).metadata.stream_index == best
 
 
-@pytest.mark.parametrize("backend", ["auto", "pyav", "torchcodec"])
+@pytest.mark.parametrize("backend", ["auto", "pyav", TORCHCODEC])
 def test_stream_argument_reads_another_stream(multi, backend):
     if backend != "auto":
         _skip_missing(backend)
@@ -172,11 +171,11 @@ def rotated(root):
 @pytest.mark.parametrize("maker", ["ffmpeg", "pyav"])
 @pytest.mark.parametrize("angle", [0, 90, 180, 270])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_rotation_is_applied_as_ffmpeg_shows_it(rotated, maker, angle, backend):
+def test_rotation_is_applied_as_ffmpeg_shows_it(rotated, maker, angle, backend, needs):
     _skip_missing(backend)
+    if maker == "ffmpeg":
+        needs("ffmpeg")
     base, files = rotated
-    if (maker, angle) not in files:
-        pytest.skip("needs Debian's ffmpeg CLI: apt-get install ffmpeg")
     path = files[(maker, angle)]
     with open_video(base, backend="pyav") as r:
         upright = r.get_frames(np.arange(12))
@@ -232,9 +231,8 @@ def test_decord_refuses_rotated_files_it_cannot_decode(root):
 
 # --- 10-bit and full range ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def deep(root):
-    if not FFMPEG:
-        pytest.skip("needs Debian's ffmpeg CLI: apt-get install ffmpeg")
+def deep(root, needs):
+    needs("ffmpeg")
     base = root / "src8.mp4"
     render_synthetic(base, 24, width=96, height=72, gop=8, crf=0)
     out = {}

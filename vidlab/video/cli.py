@@ -190,8 +190,8 @@ def contact_sheet_main(argv: list[str] | None = None) -> int:
             ts = reader.timestamps(idx)
             meta = reader.metadata()
             meta["selection_reason"] = getattr(reader, "selection_reason", "")
-    except VideoReadError as e:
-        print(f"vidlab contact-sheet: error: {e}", file=sys.stderr)
+    except VideoReadError as e:  # also BackendUnavailableError: what is missing, what installs it
+        print(f"vidlab contact-sheet: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     out.parent.mkdir(parents=True, exist_ok=True)
     title = f"{Path(a.video).name}  {meta['width']}x{meta['height']}  {meta['num_frames']} frames  {meta['fps']:.2f} fps"

@@ -29,3 +29,23 @@ class VideoWriteError(UserError):
 
     def __reduce__(self):
         return (type(self), (self.path, self.reason))
+
+
+class BackendUnavailableError(VideoReadError):
+    """A decoder backend that cannot run on this machine (not installed, or its system libraries missing).
+
+    ``.backend`` names it, ``.reason`` says what is missing and what installs it; the message is one line and
+    ends with the backend that works everywhere (PyAV). A ``VideoReadError``, so callers that record unreadable
+    videos keep working; ``.path`` is the video being opened ("" when none).
+    """
+
+    def __init__(self, backend: str, reason: str, path: str | os.PathLike = ""):
+        self.backend = str(backend)
+        self.path = str(path)
+        self.reason = " ".join(str(reason).split())
+        UserError.__init__(
+            self, f"video backend {self.backend!r} cannot run here: {self.reason}, or use backend=pyav"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.backend, self.reason, self.path))

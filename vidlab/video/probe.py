@@ -1,9 +1,13 @@
 """Cheap frame index of a video: every frame's pts and the keyframes, from demuxing packets (no decoding).
 
 This index is the ground truth for frame numbering in vidlab: frame ``i`` is the ``i``-th frame in
-presentation order (sorted pts). It is built once per reader and, for long videos, cached on disk
-keyed by the file's path, size, mtime and the stream read (``$VIDLAB_CACHE_DIR/video-index``; set
-``VIDLAB_VIDEO_INDEX_CACHE=0`` to disable).
+presentation order (sorted pts). On a truncated or damaged file it holds only the frames that decode and
+that no lost frame is shown before (:func:`complete_prefix`: a B-frame stored past the cut would otherwise
+shift the numbers of the frames around it); ``lost_frames`` counts the rest of those the file declares or
+holds packets of. A Matroska/WebM file cut short is told by its element sizes (:func:`matroska_cut`).
+
+The index is built once per reader and, for long videos, cached on disk keyed by the file's path, size,
+mtime and the stream read (``$VIDLAB_CACHE_DIR/video-index``; set ``VIDLAB_VIDEO_INDEX_CACHE=0`` to disable).
 
 Which stream: the one FFmpeg calls best (``av_find_best_stream``, as ffprobe, ffmpeg, torchcodec do:
 default disposition first, then frames seen, bitrate, ...) unless ``stream=`` names another. The index
@@ -16,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from bisect import bisect_right, insort
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -24,7 +29,7 @@ import numpy as np
 
 from .errors import VideoReadError
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4  # 4: cut Matroska files are told apart (a cached index of one numbered past the cut)
 # Videos with at least this many frames get their index cached on disk (demuxing costs ~5 us/frame).
 CACHE_MIN_FRAMES = 5000
 
@@ -249,8 +254,11 @@ def incomplete(packet, file_size: int) -> bool:
     return packet.pos is not None and packet.pos >= 0 and packet.pos + packet.size > file_size
 
 
-def _decodable_pts(p: Path, packet_pts: np.ndarray, stream_index: int | None = None) -> np.ndarray:
-    """Pts of the frames of a damaged file that really decode: the longest run from the first frame.
+def _decodable_pts(
+    p: Path, packet_pts: np.ndarray, stream_index: int | None = None
+) -> tuple[np.ndarray, int]:
+    """Pts of the frames of a damaged file that really decode: the longest run from the first frame; with
+    the decoder's reorder depth after the pass (FFmpeg's ``has_b_frames``, which it may raise while decoding).
 
     Decodes single-threaded (deterministic), stops before the first partial or undecodable packet,
     drains the decoder, drops frames flagged corrupt, and keeps only the frames up to the first one
@@ -262,6 +270,7 @@ def _decodable_pts(p: Path, packet_pts: np.ndarray, stream_index: int | None = N
     stream.codec_context.thread_count = 1
     size = p.stat().st_size
     out: set[int] = set()
+    depth = 0
 
     def keep(frames):
         out.update(int(f.pts) for f in frames if f.pts is not None and not getattr(f, "is_corrupt", False))
@@ -278,11 +287,111 @@ def _decodable_pts(p: Path, packet_pts: np.ndarray, stream_index: int | None = N
     except Exception:  # noqa: BLE001 - demuxing failed: keep what came out
         pass
     finally:
+        depth = int(stream.codec_context.reorder_depth or 0)
         keep(drain(stream))
         container.close()
     present = np.isin(packet_pts, np.fromiter(out, dtype=np.int64, count=len(out)))
     run = int(np.argmin(present)) if not present.all() else present.size
-    return packet_pts[:run]
+    return packet_pts[:run], depth
+
+
+def observed_reorder(decode_pts: list[int]) -> int:
+    """Largest number of packets decoded before a frame yet shown after it, over ``decode_pts`` (pts in
+    decode order): the reorder depth the packets themselves show (0 without B-frames)."""
+    seen: list[int] = []
+    depth = 0
+    for ts in decode_pts:  # nearly sorted: each insertion lands near the end
+        depth = max(depth, len(seen) - bisect_right(seen, ts))
+        insort(seen, ts)
+    return depth
+
+
+def complete_prefix(sorted_pts: np.ndarray, decode_pts: list[int], decode_dts: list[int], depth: int) -> int:
+    """How many of the first frames (presentation order) of a cut stream are certainly all there, so that the
+    ``i``-th of them is the ``i``-th frame of the whole video.
+
+    A frame whose packet lies past the cut can be shown before frames whose packets were read (a B-frame
+    stored after the P-frame it precedes), and numbering by the pts that were read would then give frame
+    ``i + 1`` the number ``i``. Two bounds exclude that; the prefix ends at the tighter:
+
+    * reorder depth ``depth`` (at most ``depth`` frames are decoded before a frame and shown after it):
+      every one of the ``M`` packets read is decoded before a missing frame, so at most ``depth`` of them
+      are shown after it, and the first ``M - depth`` frames in presentation order were all read;
+    * decode timestamps (``decode_dts``: those the container gives): a missing packet's dts exceeds every
+      dts read (packets of a stream are stored in decode order) and no frame is shown before it is decoded
+      (pts >= dts), so every frame with ``pts <= max(dts read)`` was read.
+
+    Either bound alone suffices when its premise holds (the decoder's or the packets' reorder depth; the
+    container's dts); the tighter of the two costs at most a frame or two more at the cut.
+    """
+    n = max(0, len(decode_pts) - max(0, depth))
+    if decode_dts:
+        n = min(n, int(np.searchsorted(sorted_pts, max(decode_dts), side="right")))
+    return min(n, int(sorted_pts.size))
+
+
+MATROSKA_SEGMENT = 0x18538067
+MATROSKA_NAMES = {  # top-level elements, for messages
+    MATROSKA_SEGMENT: "Segment",
+    0x114D9B74: "SeekHead",
+    0x1549A966: "Info",
+    0x1654AE6B: "Tracks",
+    0x1F43B675: "Cluster",
+    0x1C53BB6B: "Cues",
+    0x1941A469: "Attachments",
+    0x1043A770: "Chapters",
+    0x1254C367: "Tags",
+}
+
+
+def _ebml_head(f, at: int) -> tuple[int, int | None, int] | None:
+    """(element id, data size or None when "unknown", header length) of the EBML element at byte ``at``,
+    or None when the file ends inside the header or it is not a valid element header."""
+    f.seek(at)
+    head = f.read(12)
+    if not head or head[0] == 0:
+        return None
+    id_len = 8 - head[0].bit_length() + 1
+    if id_len > 4 or len(head) < id_len + 1 or head[id_len] == 0:
+        return None
+    eid = int.from_bytes(head[:id_len], "big")
+    size_len = 8 - head[id_len].bit_length() + 1
+    if len(head) < id_len + size_len:
+        return None
+    raw = int.from_bytes(head[id_len : id_len + size_len], "big") & ((1 << (7 * size_len)) - 1)
+    unknown = raw == (1 << (7 * size_len)) - 1
+    return eid, (None if unknown else raw), id_len + size_len
+
+
+def matroska_cut(p: Path) -> str:
+    """Why a Matroska/WebM file is cut short ("" when its elements end within the file, or when that cannot
+    be told). FFmpeg's demuxer ends such a file quietly ("File ended prematurely" on its log) and a
+    Matroska header counts no frames, so the element sizes are what show the cut: the Segment's (written
+    by a seekable muxer), else each top-level child's (SeekHead, Info, Tracks, Cluster, Cues, ...)."""
+    size = p.stat().st_size
+    with open(p, "rb") as f:
+        at = 0
+        while at < size:
+            el = _ebml_head(f, at)
+            if el is None:  # an element header cut by the end of the file, or bytes that are no element
+                return (
+                    f"an element header at byte {at} runs past the end at byte {size}"
+                    if size - at < 12
+                    else ""
+                )
+            eid, length, head = el
+            if length is not None:
+                if at + head + length > size:
+                    what = MATROSKA_NAMES.get(eid, f"element 0x{eid:X}")
+                    return (
+                        f"its {what} at byte {at} ends at byte {at + head + length}, the file at byte {size}"
+                    )
+                at += head + length
+            elif eid == MATROSKA_SEGMENT:
+                at += head  # unknown size (written as a stream): walk its children instead
+            else:
+                return ""  # an element of unknown size (a live-written Cluster): its end cannot be told
+    return ""
 
 
 def build_index(path: str | os.PathLike, use_cache: bool = True, stream: int | None = None) -> StreamIndex:
@@ -314,7 +423,8 @@ def build_index(path: str | os.PathLike, use_cache: bool = True, stream: int | N
                 if ts is None:
                     ts = (pts_list[-1] + max(last_duration, 1)) if pts_list else 0
                 pts_list.append(ts)
-                dts_list.append(packet.dts if packet.dts is not None else ts)
+                if packet.dts is not None:  # unset where lavf cannot tell (the first Matroska packets)
+                    dts_list.append(packet.dts)
                 if packet.is_keyframe:
                     key_pts.append(ts)
                     cur_key = ts
@@ -329,12 +439,22 @@ def build_index(path: str | os.PathLike, use_cache: bool = True, stream: int | N
             raise VideoReadError(p, "video stream holds no frames" + (f" ({errors})" if errors else ""))
         pts = np.unique(np.asarray(pts_list, dtype=np.int64))
         declared = int(stream.frames or 0)
-        damaged = bool(errors) or declared > pts.size or (last_end > p.stat().st_size)
+        cut = matroska_cut(p) if "matroska" in str(container.format.name) else ""
+        damaged = bool(errors or cut) or declared > pts.size or (last_end > p.stat().st_size)
         if damaged:
-            # a truncated/damaged file: keep only the frames that really decode (one full decode pass)
-            pts = _decodable_pts(p, pts, stream.index)
+            # a truncated/damaged file: keep only the frames that really decode (one full decode pass) and
+            # that no frame past the cut is shown before (complete_prefix), so frame i is the i-th frame
+            run, depth = _decodable_pts(p, pts, stream.index)
+            depth = max(depth, int(cc.reorder_depth or 0), observed_reorder(pts_list))
+            pts = run[: complete_prefix(run, pts_list, dts_list, depth)]
             if pts.size == 0:
-                raise VideoReadError(p, "no frame of the video stream decodes (damaged or truncated file)")
+                why = (
+                    "no frame of the video stream decodes"
+                    if run.size == 0
+                    else f"too few packets are left to number its frames ({len(pts_list)} read, frames "
+                    f"reordered up to {depth} deep)"
+                )
+                raise VideoReadError(p, f"{why} (damaged or truncated file)")
             declared = max(declared, len(pts_list))
         keys = np.searchsorted(pts, np.asarray(sorted(set(key_pts)), dtype=np.int64))
         keys = np.unique(np.concatenate([[0], keys[keys < len(pts)]])).astype(np.int64)
@@ -371,7 +491,7 @@ def build_index(path: str | os.PathLike, use_cache: bool = True, stream: int | N
             bit_depth=_bit_depth(pix_fmt),
             color_range=crange,
             video_streams=video_stream_indices(container),
-            extra={"damaged": True, "demux_error": errors} if damaged else {},
+            extra={"damaged": True, "demux_error": errors, "cut": cut} if damaged else {},
         )
     finally:
         container.close()

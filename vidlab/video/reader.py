@@ -4,14 +4,16 @@ for the ``VideoReader`` interface they implement).
 
 from __future__ import annotations
 
+import logging
 import os
 
 from .backends.decord_backend import decord_refuses, decord_safe, import_decord
 from .base import VideoReader, fit_within, uniform_indices
-from .errors import VideoReadError
+from .errors import BackendUnavailableError, VideoReadError
 from .probe import StreamIndex, build_index
 
 BACKENDS = ("decord", "pyav", "torchcodec")
+log = logging.getLogger(__name__)
 
 __all__ = [  # the interface and the decord checks are re-exported where they used to live
     "BACKENDS",
@@ -28,36 +30,59 @@ __all__ = [  # the interface and the decord checks are re-exported where they us
 
 
 def available_backends() -> list[str]:
-    """Backends that import here, in preference order (PyAV is always present)."""
+    """Backends that can decode here, in preference order (PyAV is always present). decord counts when it
+    imports (its wheel carries its own FFmpeg); torchcodec when a decoder builds on this machine's FFmpeg
+    libraries (probed once per process: :func:`~vidlab.video.backends.torchcodec_backend.unavailable_reason`)."""
     out = []
     for name in BACKENDS:
-        try:
-            if name == "decord":
-                import_decord()
-            elif name == "pyav":
-                import av  # noqa: F401
-            else:
-                import torchcodec.decoders  # noqa: F401
-        except Exception:  # noqa: BLE001 - a broken optional install counts as absent
+        if name == "decord" and not _decord_imports():
             continue
-        out.append(name)
+        if name == "torchcodec" and _torchcodec_unavailable():
+            continue
+        out.append(name)  # PyAV: a core dependency
     return out
 
 
+def _decord_imports() -> bool:
+    try:
+        import_decord()
+    except Exception:  # noqa: BLE001 - a broken optional install counts as absent
+        return False
+    return True
+
+
+def _torchcodec_unavailable() -> str | None:
+    from .backends.torchcodec_backend import unavailable_reason
+
+    return unavailable_reason()
+
+
+_told: set[str] = set()  # fallbacks already logged in this process (one line each, not one per video)
+
+
 def auto_backend(index: StreamIndex) -> tuple[str, str]:
-    """Pick the backend for a file; returns ``(name, reason)``.
+    """Pick the backend for a file; returns ``(name, reason)``. Never a backend that cannot run here.
 
     Default: PyAV with planned decoding, frame-exact on every tested file type and measured fastest
-    (README "Backends and how auto chooses"). ``VIDLAB_AUTO_BACKEND=decord`` prefers decord where it is installed
-    and :func:`decord_safe` passes (PyAV elsewhere); ``=torchcodec`` prefers torchcodec when it imports.
+    (docs/guides/video-io.md, "Backends and how auto chooses"). ``VIDLAB_AUTO_BACKEND=decord`` prefers decord
+    where it is installed and :func:`decord_safe` passes (PyAV elsewhere); ``=torchcodec`` prefers torchcodec where it can decode
+    (PyAV elsewhere, with the reason).
     """
     pref = os.environ.get("VIDLAB_AUTO_BACKEND", "pyav").strip().lower()
-    if pref in ("decord", "torchcodec") and pref in available_backends():  # imports only when preferred
-        if pref == "torchcodec":
+    pyav = "planned PyAV decoding (frame-exact on every tested file type, measured fastest)"
+    if pref == "torchcodec":
+        why = _torchcodec_unavailable()
+        if not why:
             return "torchcodec", "VIDLAB_AUTO_BACKEND=torchcodec"
+        reason = f"VIDLAB_AUTO_BACKEND=torchcodec, but {why}: {pyav}"
+        if pref not in _told:
+            _told.add(pref)
+            log.warning("%s", reason)
+        return "pyav", reason
+    if pref == "decord" and _decord_imports():  # imports only when preferred
         ok, why = decord_safe(index)
         return ("decord", why) if ok else ("pyav", why)
-    return "pyav", "planned PyAV decoding (frame-exact on every tested file type, measured fastest)"
+    return "pyav", pyav
 
 
 def open_video(
@@ -71,13 +96,20 @@ def open_video(
     FFmpeg's CLI does, so ``width``/``height`` are the displayed size; ``rotate=False`` returns the
     coded picture.
 
-    Raises VideoReadError (naming the file and the reason) for missing, empty, truncated or
+    Raises BackendUnavailableError (a VideoReadError: what is missing, what installs it) when the asked
+    backend cannot run here; VideoReadError (naming the file and the reason) for missing, empty, truncated or
     non-video files, for a ``stream`` that is not a video stream, and when the asked backend would
     return frames that differ from the reference decode (auto then routes to PyAV); ValueError for
     an unknown backend name.
     """
     if backend not in ("auto", *BACKENDS):
         raise ValueError(f"unknown video backend {backend!r}; choose one of {['auto', *BACKENDS]}")
+    if backend == "torchcodec":  # a machine without FFmpeg's libraries: one line, before reading the file
+        from .backends.torchcodec_backend import check_available
+
+        check_available(path)
+    elif backend == "decord" and not _decord_imports():
+        raise BackendUnavailableError("decord", "decord does not import here: pip install decord", path)
     index = build_index(path, stream=stream)
     reason = "asked for"
     auto = backend == "auto"

@@ -6,6 +6,8 @@ index (``vidlab.video.synth.read_index_code``), so ``codes_of(frames) == indices
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +68,30 @@ def codes_of(frames: np.ndarray) -> list[int]:
         except ValueError:
             out.append(-1)
     return out
+
+
+FFMPEG_LINKED = re.compile(r"libtorchcodec_(core|custom_ops)\d+\.")
+
+
+def torchcodec_without_ffmpeg(root: Path) -> Path:
+    """A ``PYTHONPATH`` entry (under ``root``) holding the installed torchcodec as a machine without FFmpeg's
+    shared libraries sees it: ``import torchcodec.decoders`` works, building a ``VideoDecoder`` raises
+    torchcodec's own ``RuntimeError("Could not load libtorchcodec ...")``.
+
+    Every file of the package is a symlink to the installed one, except its FFmpeg-linked libraries
+    (``libtorchcodec_core<N>`` and ``libtorchcodec_custom_ops<N>`` for FFmpeg 4-9), which are empty files, so
+    ``dlopen`` refuses each as on such a machine and torchcodec's loader reports it. Raises
+    ModuleNotFoundError when torchcodec is not installed (checked without importing it).
+    """
+    spec = importlib.util.find_spec("torchcodec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("torchcodec is not installed", name="torchcodec")
+    src = Path(next(iter(spec.submodule_search_locations)))
+    dst = Path(root) / "torchcodec"
+    dst.mkdir(parents=True)
+    for entry in src.iterdir():
+        if FFMPEG_LINKED.match(entry.name):
+            (dst / entry.name).write_bytes(b"")
+        elif entry.name != "__pycache__":
+            (dst / entry.name).symlink_to(entry)
+    return Path(root)

@@ -113,6 +113,15 @@ def write_video(
             if encoder == "libx264":
                 # fixed GOP: no scene-cut keyframes, min interval = gop
                 opts["x264-params"] = f"keyint={int(gop)}:min-keyint={int(gop)}:scenecut=0"
+        if encoder == "libx264":
+            # No macroblock-tree rate control: with it, libx264 (core 165, PyAV 18.1) reads heap memory it never
+            # wrote on some small clips, so the same frames encode to different bytes from call to call, even
+            # single-threaded (a 9-frame 32x32 clip: 3 different files in 30 calls; under glibc's
+            # MALLOC_PERTURB_=1 and =200 two different files, every time), and a seed would not give one video.
+            # Without it the file is the same under every fill byte, with and without frame threads
+            # (tests/demos/test_demo_honest.py::test_the_writer_never_depends_on_memory_it_did_not_write).
+            params = opts.get("x264-params")
+            opts["x264-params"] = f"{params}:mbtree=0" if params else "mbtree=0"
         opts.update(options or {})
         stream.options = opts
         if ts is not None:

@@ -56,7 +56,7 @@ def decord_refuses(index: StreamIndex) -> str | None:
 def decord_safe(index: StreamIndex) -> tuple[bool, str]:
     """Whether decord reads this file's frames exactly as the reference (PyAV / FFmpeg); with the reason.
 
-    See README "Backends and how auto chooses" for the measurements behind these rules.
+    See docs/guides/video-io.md, "Backends and how auto chooses", for the measurements behind these rules.
     """
     refused = decord_refuses(index)
     if refused:
@@ -64,7 +64,10 @@ def decord_safe(index: StreamIndex) -> tuple[bool, str]:
     if index.vfr:
         return False, "variable frame rate: decord is reported inexact on such files (dmlc/decord#54)"
     if index.lost_frames:
-        return False, "header declares more frames than the file holds: decord can hang (dmlc/decord#373)"
+        return False, (
+            "truncated file (its header or packets count more frames than decode in place): decord can hang "
+            "(dmlc/decord#373) and numbers the frames past the cut"
+        )
     return True, "constant frame rate, closed GOP, intact"
 
 
@@ -88,7 +91,7 @@ class DecordReader(VideoReader):
             raise VideoReadError(
                 self.path,
                 f"truncated file ({self.lost_frames} frames lost): decord can hang on such files "
-                "(dmlc/decord#373); use backend='pyav' or 'auto'",
+                "(dmlc/decord#373) and numbers the frames past the cut; use backend='pyav' or 'auto'",
             )
         self._shown = self._index.display_size  # decord's full-size frames are displayed-orientation
         vr = self._reader(*self._shown)

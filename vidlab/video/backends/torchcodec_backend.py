@@ -2,7 +2,8 @@
 
 torchcodec links the system's FFmpeg shared libraries (Debian 12: ``libavcodec59 libavformat59
 libavutil57 libswscale6 libavdevice59 libavfilter8``); :func:`unavailable_reason` says which package
-to install when they are missing. It reads the stream vidlab's index was built on (the best one, as
+to install when they are missing (probed once per process by building a decoder: torchcodec imports
+without them). It reads the stream vidlab's index was built on (the best one, as
 FFmpeg picks it, unless ``stream=`` chose another), converts to RGB as FFmpeg's CLI does (0.0 mean
 difference on the tested 8- and 10-bit files), and rotates frames for display itself (``rotate=False``
 undoes it losslessly). ``seek_mode`` is torchcodec's: ``"exact"`` (default; scans the file once on
@@ -11,32 +12,79 @@ open) or ``"approximate"`` (trusts the header; refused when its frame count diff
 
 from __future__ import annotations
 
+import functools
+import os
+
 import numpy as np
 
 from .. import orientation
 from ..base import VideoReader
-from ..errors import VideoReadError
+from ..errors import BackendUnavailableError, VideoReadError
 from ..probe import StreamIndex
 
 TAIL_PROBE = 16  # frames at the end of a truncated file's prefix that are checked to decode
 FFMPEG_APT_PACKAGES = "libavcodec59 libavformat59 libavutil57 libswscale6 libavdevice59 libavfilter8"
+INSTALL_LIBS = f"apt-get install {FFMPEG_APT_PACKAGES} (Debian 12)"
+INSTALL_EXTRA = "pip install 'vidlab[torchcodec]'"
 
 
+def _probe_video() -> bytes:
+    """A one-frame 16x16 MPEG-4 Part 2 video in memory (PyAV's encoder; every FFmpeg build decodes it)."""
+    import io
+
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as out:
+        stream = out.add_stream("mpeg4", rate=1)
+        stream.width, stream.height, stream.pix_fmt = 16, 16, "yuv420p"
+        frame = av.VideoFrame.from_ndarray(np.zeros((16, 16, 3), np.uint8), format="rgb24")
+        for packet in (*stream.encode(frame), *stream.encode()):
+            out.mux(packet)
+    return buf.getvalue()
+
+
+@functools.cache
 def unavailable_reason() -> str | None:
-    """Why torchcodec cannot be used here (with what to install), or None when it imports."""
+    """Why the torchcodec backend cannot decode here (one line, with what installs it), or None when it can.
+
+    Probed once per process (cached): torchcodec imports without FFmpeg's shared libraries and loads them
+    only when a ``VideoDecoder`` is built, so the probe builds one on a one-frame video made in memory and
+    decodes its frame.
+    """
     try:
-        import torchcodec.decoders  # noqa: F401
+        from torchcodec.decoders import VideoDecoder
     except ImportError as e:
-        if "torchcodec" in str(e) and "No module named" in str(e):
-            return "torchcodec is not installed: pip install 'vidlab[torchcodec]'"
-        return (
-            f"torchcodec cannot load FFmpeg's shared libraries: apt-get install {FFMPEG_APT_PACKAGES} ({e})"
-        )
+        if (e.name or "").split(".")[0] == "torchcodec":
+            return f"torchcodec is not installed: {INSTALL_EXTRA}"
+        return f"torchcodec does not import ({_first_line(e)}): {INSTALL_EXTRA}"
+    except Exception as e:  # noqa: BLE001 - a broken install counts as unavailable, with its first line
+        return _cannot_load(e)
+    try:
+        VideoDecoder(_probe_video(), seek_mode="approximate").get_frames_at(indices=[0])
     except Exception as e:  # noqa: BLE001 - torchcodec raises RuntimeError when no FFmpeg loads
-        return (
-            f"torchcodec cannot load FFmpeg's shared libraries: apt-get install {FFMPEG_APT_PACKAGES} ({e})"
-        )
+        return _cannot_load(e)
     return None
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0].strip() if lines else ''}"
+
+
+def _cannot_load(e: BaseException) -> str:
+    """One line for torchcodec's failure to load or decode (its own message is ~40 lines of tracebacks)."""
+    if "Could not load libtorchcodec" in str(e):
+        return f"torchcodec cannot load FFmpeg's shared libraries: {INSTALL_LIBS}"
+    return f"torchcodec cannot decode a one-frame test video ({_first_line(e)})"
+
+
+def check_available(path: str | os.PathLike = "") -> None:
+    """Raise :class:`BackendUnavailableError` (one line: what is missing, what installs it) unless torchcodec can
+    decode here."""
+    why = unavailable_reason()
+    if why:
+        raise BackendUnavailableError("torchcodec", why, path)
 
 
 class TorchCodecReader(VideoReader):
@@ -52,10 +100,11 @@ class TorchCodecReader(VideoReader):
         if seek_mode not in ("exact", "approximate"):
             raise ValueError(f"seek_mode must be 'exact' or 'approximate', got {seek_mode!r}")
         self.seek_mode = seek_mode
-        why = unavailable_reason()
-        if why:
+        try:
+            check_available(self.path)
+        except BackendUnavailableError:
             self.close()
-            raise VideoReadError(self.path, why)
+            raise
         if orientation.mirrors(self._index.orient_op):
             self.close()
             raise VideoReadError(
