@@ -170,9 +170,10 @@ def coverage(
 ) -> dict[str, Any]:
     """What a metric did not score: per category, videos generated vs scored, and why the rest were not."""
     generated: dict[str, int] = defaultdict(int)
+    failed_gen: dict[str, int] = defaultdict(int)
     for r in manifest:
-        if r.get("status") == "ok" and r.get("method") in cfg.methods:
-            generated[r["category"]] += 1
+        if r.get("method") in cfg.methods:
+            (generated if r.get("status") == "ok" else failed_gen)[r.get("category", "")] += 1
     scored: dict[str, int] = defaultdict(int)
     reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for r in srows:
@@ -188,13 +189,76 @@ def coverage(
         if n - k - listed > 0:
             why.append(f"{n - k - listed} failed (see `vidlab compbench score`, {SCORES_DIR}/{name}/)")
         if n == 0:
-            why = why or ["no video was generated"]
+            bad = failed_gen.get(cat, 0)
+            why = why or [
+                "no video was generated"
+                + (f": {bad} failed in generation, rerun `vidlab compbench generate`" if bad else "")
+            ]
         entry = {"category": cat, "generated": n, "scored": k, "why": why}
         if k == 0:
             missing.append(entry)
         elif k < n:
             partial.append(entry)
     return {"missing": missing, "partial": partial}
+
+
+def _is_value(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def field_gaps(
+    cfg: CompbenchConfig,
+    name: str,
+    field: str,
+    srows: list[dict[str, Any]],
+    manifest: list[dict[str, Any]],
+    expected: list[str],
+) -> dict[str, str]:
+    """Every expected category that has no value of ``field`` (``score`` or a ``control_*``) of metric ``name``,
+    with the reason in words: no video was generated; the metric does not apply (it gave no value for the videos
+    it scored, or said why it scored none); or its items failed (no row at all)."""
+    label = "score" if field == "score" else field[len("control_") :] + " value"
+    generated: dict[str, int] = defaultdict(int)
+    failed_gen: dict[str, int] = defaultdict(int)
+    for r in manifest:
+        if r.get("method") not in cfg.methods:
+            continue
+        if r.get("status") == "ok":
+            generated[r.get("category", "")] += 1
+        else:
+            failed_gen[r.get("category", "")] += 1
+    by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in srows:  # every method's rows, as the tables pool them
+        by_cat[r.get("category", "")].append(r)
+    out: dict[str, str] = {}
+    for cat in expected:
+        rows = by_cat.get(cat, [])
+        if any(_is_value(r.get(field)) for r in rows):
+            continue
+        n = generated.get(cat, 0)
+        if n == 0:
+            bad = failed_gen.get(cat, 0)
+            out[cat] = "no video was generated" + (
+                f": {bad} failed in generation, rerun `vidlab compbench generate`" if bad else ""
+            )
+            continue
+        why = []
+        scored = sum(1 for r in rows if _is_value(r.get("score")))
+        if field != "score" and scored:
+            why.append(f"the metric does not apply: it gives no {label} for its {scored} scored video(s)")
+        reasons: dict[str, int] = defaultdict(int)
+        for r in rows:
+            if not _is_value(r.get("score")):
+                reasons[str(r.get("reason") or "no score given")[:120]] += 1
+        for text, c in sorted(reasons.items(), key=lambda x: -x[1]):
+            why.append(f"the metric did not score {c} video(s): {text}")
+        failed = n - len(rows)
+        if failed > 0:
+            why.append(
+                f"{failed} of its {n} video(s) failed in scoring: see `vidlab compbench score` and {SCORES_DIR}/{name}/"
+            )
+        out[cat] = "; ".join(why) or f"no {label} for its {n} video(s)"
+    return out
 
 
 def gain_rows(
@@ -302,8 +366,13 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 def _category_label(cat: str, missing: list[str]) -> str:
     if cat == ALL_SUBSET:
-        return f"{ALL_SUBSET} (NOT all: no scores for {', '.join(missing)})"
+        return f"{ALL_SUBSET} (NOT all: no scores for {', '.join(missing) or 'a category (see below)'})"
     return cat
+
+
+def _gap_lines(label: str, gaps: dict[str, str]) -> list[str]:
+    """One line per category a section has no values for, with the reason."""
+    return [f"- **missing: {cat}**: no {label} ({why})" for cat, why in gaps.items()]
 
 
 def _coverage_lines(cov: dict[str, Any]) -> list[str]:
@@ -325,8 +394,11 @@ def to_markdown(
     cfg: CompbenchConfig,
     coverages: dict[str, dict[str, Any]] | None = None,
     gains: list[dict[str, Any]] | None = None,
+    gaps: dict[str, dict[str, str]] | None = None,
 ) -> str:
-    coverages = coverages or {}
+    """report.md. ``gaps``: per section (metric or ``metric:control``), each category it has no values for and
+    why (:func:`field_gaps`); every section names its own."""
+    coverages, gaps = coverages or {}, gaps or {}
     lines = [
         "# T2V-CompBench report",
         "",
@@ -338,7 +410,8 @@ def to_markdown(
     for metric in dict.fromkeys(r["metric"] for r in rows):
         sub = [r for r in rows if r["metric"] == metric]
         cov = coverages.get(metric.split(":")[0], {"missing": [], "partial": []})
-        missing = [e["category"] for e in cov["missing"]]
+        section_gaps = gaps.get(metric, {})
+        missing = list(section_gaps) if metric in gaps else [e["category"] for e in cov["missing"]]
         lines += ["", f"## {metric}", "", "| category | " + " | ".join(methods) + " |"]
         lines.append("|---" * (len(methods) + 1) + "|")
         for cat in dict.fromkeys(r["category"] for r in sub):
@@ -353,9 +426,12 @@ def to_markdown(
                     ci = f" [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else ""
                     cells.append(f"{_fmt(r['mean'])} ({r['delta']:+.4f}{ci})")
             lines.append(f"| {_category_label(cat, missing)} | " + " | ".join(cells) + " |")
-        if ":" not in metric:
+        if ":" not in metric and metric != "official":
             lines += [""] + _coverage_lines(cov) if cov["missing"] or cov["partial"] else []
-    lines += _gain_section(gains or [], cfg)
+        elif section_gaps:
+            what = f"{metric.split(':', 1)[1]} value" if ":" in metric else "official score"
+            lines += [""] + _gap_lines(what, section_gaps)
+    lines += _gain_section(gains or [], cfg, gaps)
     lines += [
         "",
         "## Time per video",
@@ -373,11 +449,19 @@ def to_markdown(
         lines.append(
             f"| {t['method']} | {t['items']} | {_fmt(t['seconds_mean'])} | {_fmt(t['overhead'], True)}{ci} | {mem} |"
         )
+    timed = {t["method"] for t in times}
+    untimed = [m for m in cfg.methods if m not in timed]
+    if untimed:
+        lines += [""] + [f"- **missing: {m}**: no time (no video of it was generated)" for m in untimed]
     return "\n".join(lines) + "\n"
 
 
-def _gain_section(gains: list[dict[str, Any]], cfg: CompbenchConfig) -> list[str]:
-    """The papers' headline figures as reference rows, and this run's gain in the same form under them."""
+def _gain_section(
+    gains: list[dict[str, Any]], cfg: CompbenchConfig, gaps: dict[str, dict[str, str]] | None = None
+) -> list[str]:
+    """The papers' headline figures as reference rows, and this run's gain in the same form under them; the
+    categories a gain leaves out are named under the table with the reason."""
+    gaps = gaps or {}
     lines = [
         "",
         "## Gain over the baseline: the papers' figures and this run's, in the same form",
@@ -403,7 +487,12 @@ def _gain_section(gains: list[dict[str, Any]], cfg: CompbenchConfig) -> list[str
             f"| vidlab, this run: {g['method']} vs baseline | {cfg.generate.model} | {g['metric']} ({cats}) "
             f"| {gain} | {_fmt(g['time'], True)} |"
         )
-    return lines
+    notes = []
+    for g in gains:
+        for cat in g["missing"]:
+            why = gaps.get(g["metric"], {}).get(cat) or f"no scores of both {g['method']} and baseline"
+            notes.append(f"- {g['metric']}, {g['method']}: **{cat}** left out ({why})")
+    return lines + ([""] + list(dict.fromkeys(notes)) if notes else [])
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
@@ -469,15 +558,26 @@ def build_report(cfg: CompbenchConfig) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     expected = expected_categories(cfg, manifest)
     coverages = {}
+    gaps: dict[str, dict[str, str]] = {}
     for name, srows in scores.items():
         rows += metric_rows(cfg, name, srows, expected)
         coverages[name] = coverage(cfg, name, srows, manifest)
+        for field in ["score"] + sorted({k for r in srows for k in r if k.startswith("control_")}):
+            label = name if field == "score" else f"{name}:{field[len('control_') :]}"
+            gaps[label] = field_gaps(cfg, name, field, srows, manifest, expected)
     if official_file.is_file():
-        rows += official_rows(cfg, json.loads(official_file.read_text(encoding="utf-8")))
+        official = json.loads(official_file.read_text(encoding="utf-8"))
+        rows += official_rows(cfg, official)
+        have = {cat for per in official.values() for cat in per}
+        gaps["official"] = {
+            c: "no CSV of the official scripts was ingested for it: set score.ingest=DIR"
+            for c in expected
+            if c not in have
+        }
     times = time_rows(cfg, manifest)
     gains = gain_rows(cfg, rows, times, expected)
     rep = out / "report"
-    md = to_markdown(rows, times, cfg, coverages, gains)
+    md = to_markdown(rows, times, cfg, coverages, gains, gaps)
     atomic_write_text(rep / "report.md", md)
     atomic_write_text(rep / "report.csv", _csv(rows))
     atomic_write_text(rep / "time.csv", _csv(times))
@@ -498,5 +598,6 @@ def build_report(cfg: CompbenchConfig) -> dict[str, Any]:
         "png": str(png) if png else None,
         "rows": len(rows),
         "missing": {m: [e["category"] for e in c["missing"]] for m, c in coverages.items() if c["missing"]},
+        "gaps": {section: g for section, g in gaps.items() if g},
         "gains": gains,
     }

@@ -10,8 +10,8 @@ EPILOG = """examples:
   python -m generation.planners "three cats on the left of a red car"
   python -m generation.planners "a ball rolls from left to right" --out layouts/ball --width 832 --height 480
   python -m generation.planners "a dog near a cat" --subjects dog cat
-  VIDLAB_LLM_BASE_URL=http://localhost:8000/v1 VIDLAB_LLM_MODEL=Qwen2.5-7B-Instruct \\
-      python -m generation.planners "a kite above a boy" --planner llm
+  VIDLAB_OPENAI_BASE_URL=http://localhost:8000/v1 VIDLAB_LLM_MODEL=Qwen2.5-7B-Instruct \\
+      python -m generation.planners "a kite above a boy" --planner llm --cache refresh
   python -m generation.planners "a kite above a boy" --planner file --path my_layout.yaml
 """
 
@@ -32,6 +32,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=832)
     ap.add_argument("--height", type=int, default=480)
     ap.add_argument("--num-keyframes", type=int, help="overlay this many evenly spaced times instead")
+    ap.add_argument(
+        "--cache",
+        choices=["on", "off", "refresh"],
+        default="on",
+        help="--planner llm: use the plan cache (on), bypass it (off), or ask again and keep the new plan",
+    )
+    ap.add_argument(
+        "--accept-repaired",
+        action="store_true",
+        help="--planner llm: use a plan whose boxes had to be clamped into the frame (warned, never cached)",
+    )
     args = ap.parse_args(argv)
 
     from generation.planners import plan_layout
@@ -41,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         kw["subjects"] = args.subjects
     if args.planner == "file":
         kw["path"] = args.path
+    if args.planner == "llm":
+        kw.update(cache=args.cache, accept_repaired=args.accept_repaired)
     try:
         layout = plan_layout(args.prompt, planner=args.planner, **kw)
     except ValueError as exc:  # LayoutError, SubjectNotFoundError, LLMPlannerError are ValueErrors

@@ -176,9 +176,46 @@ def test_4xx_is_not_retried_and_names_status_and_body(server):
 def test_slow_server_times_out_after_retries(server):
     server.default = (200, None, 1.0)
     pol = OpenAIPolicy(server.url, "m", timeout=0.2, max_retries=1, backoff=0.01)
-    with pytest.raises(EndpointTimeout, match="after 2 attempts"):  # latency: benchmarks/failure_paths.py
+    with pytest.raises(
+        EndpointTimeout, match="gave up after 2 attempts"
+    ):  # latency: benchmarks/failure_paths.py
         pol.generate(conversation())
     assert len(server.requests) == 2
+
+
+def test_dripping_server_is_cut_off_at_the_deadline_of_the_spec():
+    """`openai:URL@MODEL` with timeout=2 against a server that drips its reply a byte every 0.25 s: one attempt
+    ends at 2 s (the whole reply would take minutes), the next retry too, and the message says what happened.
+    The bound is checked as the server saw it (bytes sent before the client left) and, generously, on the clock."""
+    from vidlab.http_testing import HostileServer, chat_body, drip
+
+    text = "<thinking>" + "look " * 80 + "</thinking><answer>B</answer>"
+    with HostileServer({"drip": drip(text, per_byte=0.25)}) as srv:
+        pol = load_policy(f"openai:{srv.url('drip')}@m", timeout=2, max_retries=1, backoff=0.01)
+        deadline = time.monotonic() + 2 * 2 + 0.01 + 3
+        with pytest.raises(EndpointTimeout) as ei:
+            pol.generate(conversation())
+        assert time.monotonic() < deadline
+        msg = str(ei.value)
+        assert "gave up after 2 attempts" in msg and "no complete reply within 2 s (server sent" in msg, msg
+        assert srv.counts["drip"] == 2
+        drop_deadline = time.monotonic() + 10
+        while len(srv.drops("drip")) < 2:  # the server notices a client that left at its next byte
+            assert time.monotonic() < drop_deadline
+            time.sleep(0.05)
+        body_len = len(chat_body(text))
+        for drop in srv.drops("drip"):
+            assert drop.sent - (drop.total - body_len) < 40, drop  # ~8 body bytes in 2 s, not all of them
+
+
+def test_budget_bounds_the_retries_of_the_policy():
+    from vidlab.http_testing import HostileServer, hang
+
+    with HostileServer({"hang": hang()}) as srv:
+        pol = OpenAIPolicy(srv.url("hang"), "m", timeout=1, max_retries=20, backoff=0.05, budget=2.5)
+        with pytest.raises(EndpointTimeout, match=r"budget is spent"):
+            pol.generate(conversation())
+        assert 2 <= srv.counts["hang"] <= 3
 
 
 def test_bad_bodies_are_typed_errors(server):

@@ -2,8 +2,10 @@
 
 Frames are sent as base64 data URLs (``image_url`` parts) in the order they appear in each message, so
 the ``frame {idx}: `` text the protocol puts before every frame stays interleaved with it. The transport is
-the project's one client, :mod:`vidlab.http` (httpx with retries of connection errors, timeouts, 429 and
-5xx, typed errors naming the URL). The key is the ``api_key`` argument, else ``VIDLAB_OPENAI_API_KEY``
+the project's one client, :mod:`vidlab.http`: ``timeout`` is one deadline for each whole request (connect,
+send and the complete reply, so a server dripping its reply is cut off at it), ``budget`` bounds every
+attempt and backoff wait of one request together (None: ``timeout`` per attempt plus the waits); connection
+errors, deadlines, 429 and 5xx are retried ``max_retries`` times; errors are typed and name the URL. The key is the ``api_key`` argument, else ``VIDLAB_OPENAI_API_KEY``
 (fallback ``OPENAI_API_KEY``), as for every other client in the project.
 """
 
@@ -39,9 +41,11 @@ class OpenAIPolicy:
     base_url: str
     model: str
     api_key: str | None = None
-    timeout: float = 120.0
+    timeout: float = 120.0  # seconds for one whole request: connect, send and the complete reply
     max_retries: int = 3
     backoff: float = 0.5
+    budget: float | None = None  # seconds for one request with all its retries and waits (None: no cap)
+    max_reply_bytes: int = 64 * 1024 * 1024
     image_format: str = "jpeg"
     jpeg_quality: int = 90
     stop: list[str] | None = None
@@ -55,6 +59,8 @@ class OpenAIPolicy:
             timeout=float(self.timeout),
             max_retries=int(self.max_retries),
             backoff=float(self.backoff),
+            budget=None if self.budget is None else float(self.budget),
+            max_reply_bytes=int(self.max_reply_bytes),
         )  # EndpointConfigError (one line) for a URL that is not http(s)
         self.base_url, self.api_key = self.endpoint.base_url, self.endpoint.api_key
         self.name = self.name or f"openai:{self.model}"
@@ -120,11 +126,13 @@ class OpenAIPolicy:
             texts = []
             for ch in choices:
                 text = ch["message"]["content"] or ""
+                if not isinstance(text, str):
+                    raise TypeError(f"message.content is {type(text).__name__}, not text")
                 if self.stop and ch.get("finish_reason") == "stop":
                     text = _reclose(text)
                 texts.append(text)
             return texts
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, AttributeError) as e:
             raise BadResponseError(
                 self.url, f"not a chat completion ({e!r})", 200, json.dumps(body)[:300]
             ) from e
@@ -138,6 +146,8 @@ class OpenAIPolicy:
             timeout=ep.timeout,
             max_retries=ep.max_retries,
             backoff=ep.backoff,
+            budget=ep.budget,
+            max_reply_bytes=ep.max_reply_bytes,
         )
 
 

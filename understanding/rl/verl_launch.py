@@ -9,7 +9,14 @@ verl.trainer.main_ppo`` command with every override spelled out) and ``ray_job.s
 ``ray job submit``, its ``--runtime-env-json`` a JSON object that ships vidlab's packages as ``py_modules``).
 
 Both scripts run with the vidlab that is installed in the Python that runs them (no ``PYTHONPATH`` pointing
-at a checkout); ``launch.sh`` checks that first and says how to install it. verl always builds a validation
+at a checkout) and check that first, saying how to install it. ``ray_job.sh`` then checks the cluster up front
+and says in one line what to set: no dashboard at ``RAY_ADDRESS``, or a cluster that wants Ray's auth token
+(Ray >= 2.52: ``ray start`` turns token auth on when a token exists, e.g. ``~/.ray/auth_token`` written by
+``ray.init()`` or ``ray get-auth-token --generate``) and none was found or it was refused. It sends the token
+Ray's own loader finds (``RAY_AUTH_TOKEN``, else the file ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``)
+by setting ``RAY_AUTH_MODE=token`` for ``ray job submit`` when the mode is unset; ``RAY_AUTH_MODE=disabled``
+sends none. On the cluster the entrypoint checks vidlab (arrived as ``py_modules``), verl and the run's files
+before verl starts; ``bash ray_job.sh --dry-run`` submits only those checks. verl always builds a validation
 dataset, so ``data.val_files`` is a real validation parquet: ``val_data`` when given, else a held-out
 ``val_fraction`` of the training rows (:func:`hold_out_validation`), never the training file itself.
 """
@@ -266,10 +273,58 @@ def runtime_env(cfg: VerlConfig) -> dict[str, Any]:
 
 
 PREFLIGHT = (
-    '"$PYTHON" -c "import understanding.rl.verl_launch" 2>/dev/null || {{ echo "launch.sh: vidlab is not '
+    '"$PYTHON" -c "import understanding.rl.verl_launch" 2>/dev/null || {{ echo "{script}: vidlab is not '
     "installed in $PYTHON: pip install 'vidlab[rl]' (in a checkout: pip install -e '.[rl]'), or set "
     'PYTHON=/path/to/python" >&2; exit 2; }}'
 )
+
+# ray_job.sh's check of the cluster, before anything is submitted (stdlib only; argv: the dashboard address).
+# One line and exit 2 for: no dashboard there, a cluster that wants a token and got none, or refused the one sent.
+RAY_PROBE = r"""
+import os, sys, urllib.error, urllib.request
+from pathlib import Path
+addr = sys.argv[1].rstrip("/")
+if not addr.startswith(("http://", "https://")):
+    sys.exit(0)  # "auto", ray:// ...: left to `ray job submit`
+token, where = None, None
+if os.environ.get("RAY_AUTH_MODE", "").lower() != "disabled":
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        token, where = os.environ["RAY_AUTH_TOKEN"].strip(), "RAY_AUTH_TOKEN"
+    else:
+        path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+        if path.is_file():
+            token, where = path.read_text().strip() or None, str(path)
+req = urllib.request.Request(addr + "/api/jobs/", headers={"Authorization": "Bearer " + token} if token else {})
+fix = "set RAY_AUTH_TOKEN to the head's token (`ray get-auth-token` on the head) or RAY_AUTH_TOKEN_PATH to a file with it"
+try:
+    urllib.request.urlopen(req, timeout=15).close()
+except urllib.error.HTTPError as e:
+    if e.code == 401 and os.environ.get("RAY_AUTH_MODE", "").lower() == "disabled":
+        sys.exit(f"ray_job.sh: the Ray cluster at {addr} requires an auth token and RAY_AUTH_MODE=disabled sends none: unset it")
+    if e.code == 401:
+        sys.exit(f"ray_job.sh: the Ray cluster at {addr} requires an auth token and none was found: {fix}")
+    if e.code == 403:
+        sys.exit(f"ray_job.sh: the Ray cluster at {addr} refused the auth token from {where}: {fix}")
+    sys.exit(f"ray_job.sh: the Ray dashboard at {addr} answered HTTP {e.code} to a job listing")
+except (urllib.error.URLError, OSError) as e:
+    why = getattr(e, "reason", e)
+    sys.exit(f"ray_job.sh: no Ray dashboard answers at {addr} ({why}): start one (`ray start --head`) or set RAY_ADDRESS=http://HEAD:8265")
+"""
+
+# The job's entrypoint on the cluster: `bash -c REMOTE PYTHON DRY FILE_COUNT FILE... OVERRIDE...`. It checks
+# vidlab (the py_modules), verl and the run's files there, then runs verl (or stops: a dry run).
+RAY_REMOTE = r"""
+py=$0; dry=$1; n=$2; shift 2
+files=("${@:1:$n}"); shift "$n"
+say() { echo "ray_job.sh (on the cluster): $*" >&2; exit 2; }
+err=$("$py" -c "import understanding.rl.verl_launch" 2>&1 >/dev/null) || say "vidlab does not import in $py (its packages travel as runtime_env py_modules): ${err##*$'
+'}"
+err=$("$py" -c "import verl" 2>&1 >/dev/null) || say "verl does not import in $py: install vidlab[rl]'s dependencies in the cluster's image, or set RAY_PYTHON: ${err##*$'
+'}"
+for f in "${files[@]}"; do [ -r "$f" ] || say "cannot read $f on the cluster: the run folder must be on a file system the cluster shares"; done
+if [ "$dry" = 1 ]; then echo "ray_job.sh: dry run OK on the cluster: vidlab, verl and the run's ${#files[@]} files are there ($py)"; exit 0; fi
+exec "$py" -m verl.trainer.main_ppo "$@"
+""".strip()
 
 
 def write_launch(
@@ -291,22 +346,41 @@ def write_launch(
         "# Runs with the vidlab installed in $PYTHON (default python3): its workers import understanding.rl.*.",
         "set -euo pipefail",
         'PYTHON="${PYTHON:-python3}"',
-        PREFLIGHT.format(),
+        PREFLIGHT.format(script="launch.sh"),
         "export VLLM_USE_V1=1 HYDRA_FULL_ERROR=1",
         '"$PYTHON" -m verl.trainer.main_ppo \\',
     ]
     launch = out / "launch.sh"
     atomic_write_text(launch, _shell(env, overrides))
     launch.chmod(0o755)
+    files = [str(Path(train_file).resolve()), str(Path(val_file).resolve()), str(tool_path), str(loop_path)]
+    files.append(str(REWARD_FILE))
     ray = [
         "#!/usr/bin/env bash",
         "# The same run submitted to a running Ray cluster (RAY_ADDRESS, e.g. http://HEAD:8265). vidlab's packages",
         "# travel as runtime_env py_modules; the data, config and reward paths below must be readable on the",
         "# cluster (a shared file system), and its image needs verl (vidlab[rl]'s other dependencies).",
+        "# Ray's token auth (on by default for clusters that `ray start` finds a token for): the token is",
+        "# RAY_AUTH_TOKEN, else the file RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token (`ray get-auth-token` on the",
+        "# head prints it); RAY_AUTH_MODE=disabled sends none. The cluster is checked before anything is submitted.",
+        "# `bash ray_job.sh --dry-run` submits only the checks that run on the cluster (vidlab, verl, these files).",
+        "# PYTHON: the local Python with vidlab (default python3); RAY_PYTHON: the cluster's (default python3).",
         "set -euo pipefail",
-        'ray job submit --address="${RAY_ADDRESS:-http://127.0.0.1:8265}" \\',
+        'PYTHON="${PYTHON:-python3}"',
+        'RAY_PYTHON="${RAY_PYTHON:-python3}"',
+        'ADDRESS="${RAY_ADDRESS:-http://127.0.0.1:8265}"',
+        'DRY=0; if [ "${1:-}" = "--dry-run" ]; then DRY=1; elif [ $# -gt 0 ]; then '
+        'echo "ray_job.sh: unknown argument $1 (the only one is --dry-run)" >&2; exit 2; fi',
+        PREFLIGHT.format(script="ray_job.sh"),
+        "command -v ray >/dev/null || { echo \"ray_job.sh: no 'ray' command on PATH: pip install 'ray[default]' "
+        '(or activate the environment that has it)" >&2; exit 2; }',
+        'if [ -z "${RAY_AUTH_MODE:-}" ] && { [ -n "${RAY_AUTH_TOKEN:-}" ] || '
+        '[ -s "${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}" ]; }; then export RAY_AUTH_MODE=token; fi',
+        f'"$PYTHON" -c {shlex.quote(RAY_PROBE)} "$ADDRESS" || exit 2',
+        'ray job submit --address="$ADDRESS" \\',
         f"    --runtime-env-json={shlex.quote(json.dumps(runtime_env(cfg), sort_keys=True))} \\",
-        "    -- python3 -m verl.trainer.main_ppo \\",
+        f'    -- bash -c {shlex.quote(RAY_REMOTE)} "$RAY_PYTHON" "$DRY" {len(files)} \\',
+        "    " + " ".join(shlex.quote(f) for f in files) + " \\",
     ]
     ray_job = out / "ray_job.sh"
     atomic_write_text(ray_job, _shell(ray, overrides))
