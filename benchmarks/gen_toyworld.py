@@ -10,7 +10,17 @@ figure below them means much. Then:
 2. Test: multi-subject held-out prompts (rule-planner layouts) and single-subject position items (the box on the
    LEFT or RIGHT third) x seeds, for ``baseline``, ``sci``, ``lam``, ``both`` (calibrated values), ``placebo``
    (LAM with a contradicting layout: the two subjects' boxes swapped, a single box moved to the other side),
-   ``both_default`` (paper-faithful defaults) and ``both_fused`` (calibrated, fused mask source).
+   ``both_default`` (paper-faithful defaults), ``both_fused`` (calibrated, fused mask source) and ``ts_attn``
+   (TS-Attn, the published sibling method, ``lam.rule=ts_attn`` with its own settings: no layout, SCI off).
+3. 2-D position items (``--grid2d-prompts``): single subjects with the box in one of the four quadrants or the
+   centre; figures: the share landing in the box's quadrant (both axes right), per axis, in the centre box, and
+   presence; the placebo gets every box mirrored through the frame's centre. Two-subject relation prompts are
+   also reported by axis: left/right apart from above/below (``relation_by_axis``).
+
+Test seeds: ``--seed-base N`` uses seeds N, N+1, ... (fresh seeds after a change; the JSON records them).
+``--study-2d OUT`` runs only the validation study of 2-D control (why vertical / diagonal placement is weaker):
+every single caption at nine box positions on validation seeds, baseline and the LAM settings of
+``--study-settings``; it writes OUT (JSON) and prints a table.
 
 Every video is judged by the learning-free detector (generation.toyworld.detect) on the rendered frames, never on
 the attention LAM biased: presence, relation, swapped (the opposite relation: what the placebo asks for), count,
@@ -22,6 +32,8 @@ the baseline. Time is a ratio to the baseline measured in the same run.
     python benchmarks/gen_toyworld.py --quick           # a smoke run: few prompts, 1 seed, small grids
     python benchmarks/gen_toyworld.py                    # 200 test prompts + 48 position items, x 2 seeds
     python benchmarks/gen_toyworld.py --plot bench.png --sweep-plot sweep.png --cache /tmp/gtw.json  # resumable
+    python benchmarks/gen_toyworld.py --no-sweep --alpha-max 1 --sci-strength 2 --seed-base 20  # fresh test seeds
+    python benchmarks/gen_toyworld.py --study-2d study.json --cache /tmp/gtw.json   # validation only
 
 The last line of stdout is one JSON object: ``gates`` (first), ``methods``, ``paired_vs_baseline``,
 ``both_minus_baseline``, ``position_control``, ``single_subject_presence``, ``sweep``, ``chosen``, ``targets``, ...
@@ -30,6 +42,7 @@ The last line of stdout is one JSON object: ``gates`` (first), ``methods``, ``pa
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 import time
@@ -41,8 +54,88 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from _common import emit_json, print_table  # noqa: E402
 
-KEYS = ("presence", "presence_colour", "relation", "swapped", "count", "iou", "iou_real")
+KEYS = (
+    "presence",
+    "presence_colour",
+    "relation",
+    "swapped",
+    "relation_colour",
+    "swapped_colour",
+    "count",
+    "iou",
+    "iou_real",
+)
 SINGLE_KEYS = ("presence", "presence_colour", "toward", "on_side", "found")
+POS2D_KEYS = (
+    "presence",
+    "presence_colour",
+    "found",
+    "quadrant",
+    "x_ok",
+    "y_ok",
+    "in_box",
+    "toward2d",
+    "dist",
+)
+QUADRANTS = ("top-left", "top-right", "bottom-left", "bottom-right")
+POSITIONS_2D = (*QUADRANTS, "centre")
+CORNERS = tuple(f"corner-{q}" for q in QUADRANTS)
+STUDY_POSITIONS = (*POSITIONS_2D, "left", "right", "top", "bottom", *CORNERS)
+# TS-Attn runs as LAM's other rule (generation/ts_attn.py); the toy world's run_method takes sci.* / lam.* overrides
+# and method names whose base is one of its METHODS, so it runs as "lam@ts_attn" and is reported as "ts_attn"
+TS_ATTN_OV = {"lam.rule": "ts_attn"}
+RUN_AS = {"ts_attn": "lam@ts_attn"}
+
+
+def run_name(method: str) -> str:
+    """The method name run_method is given for a reported method (``ts_attn`` -> ``lam@ts_attn``)."""
+    return RUN_AS.get(method, method)
+
+
+def position_2d(rec: dict) -> dict[str, float | None]:
+    """Where a single subject landed against its box (``rec["side"]``: a BOXES_2D or SIDE_BOXES name), from the
+    detector's colour centre ``(cx, cy)``. A subject whose colour is never found counts as a miss (0) for
+    ``quadrant``, ``x_ok``, ``y_ok`` and ``in_box`` (never as a hit by omission); ``toward2d`` and ``dist`` are None.
+
+    ``x_ok`` / ``y_ok``: the centre on the box's side of the frame's middle along that axis (None for an axis the
+    box is centred on); ``quadrant``: both (None unless the box is off-centre on both axes); ``in_box``: the
+    centre inside the box; ``toward2d``: the offset from the frame's centre projected on the direction of the box
+    centre (frame units; None for the centre box); ``dist``: distance to the box centre."""
+    from generation.toyworld.evaluate import SIDE_BOXES
+
+    box = SIDE_BOXES[rec["side"]]
+    bx, by = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    cx, cy = rec.get("cx"), rec.get("cy")
+    dx, dy = bx - 0.5, by - 0.5
+    if cx is None or cy is None:
+        x_ok = None if abs(dx) < 1e-9 else 0.0
+        y_ok = None if abs(dy) < 1e-9 else 0.0
+        quad = 0.0 if x_ok is not None and y_ok is not None else None
+        return {"x_ok": x_ok, "y_ok": y_ok, "quadrant": quad, "in_box": 0.0, "toward2d": None, "dist": None}
+    x_ok = None if abs(dx) < 1e-9 else float((cx - 0.5) * dx > 0)
+    y_ok = None if abs(dy) < 1e-9 else float((cy - 0.5) * dy > 0)
+    quad = float(bool(x_ok) and bool(y_ok)) if x_ok is not None and y_ok is not None else None
+    norm = float(np.hypot(dx, dy))
+    return {
+        "x_ok": x_ok,
+        "y_ok": y_ok,
+        "quadrant": quad,
+        "in_box": float(box[0] <= cx <= box[2] and box[1] <= cy <= box[3]),
+        "toward2d": None if norm < 1e-9 else float(((cx - 0.5) * dx + (cy - 0.5) * dy) / norm),
+        "dist": float(np.hypot(cx - bx, cy - by)),
+    }
+
+
+def relation_axis(prompt: str) -> str | None:
+    """``horizontal`` (left of / right of), ``vertical`` (above / below) or None (not a relation prompt)."""
+    from generation.toyworld.world import parse_caption
+
+    rel = parse_caption(prompt).relation
+    if rel in ("left of", "right of"):
+        return "horizontal"
+    if rel in ("above", "below"):
+        return "vertical"
+    return None
 
 
 # ---- summaries -----------------------------------------------------------------------------------------
@@ -63,6 +156,7 @@ def _derive(records: list[dict]) -> list[dict]:
         if r.get("side"):
             r["found"] = float(r.get("cx") is not None)
             r["on_side"] = None if r.get("toward") is None else float(r["toward"] > 0)
+            r.update(position_2d(r))
         out.append(r)
     return out
 
@@ -136,6 +230,281 @@ def sci_score(row: dict, base: dict, single_tol: float = SINGLE_PRESENCE_TOL) ->
 def best_value(rows: list[dict], score) -> float:
     """The grid value with the highest score (ties: the smaller value)."""
     return max(rows, key=lambda r: (score(r), -r["value"]))["value"]
+
+
+# ---- relation by axis, 2-D position items, the 2-D study -----------------------------------------------------
+def relation_by_axis(multi: dict[str, list[dict]]) -> dict[str, Any]:
+    """Two-subject relation prompts split by axis: ``horizontal`` (left of / right of) and ``vertical`` (above /
+    below), each with every method's relation, swapped relation and presence, and the paired differences vs the
+    baseline on the same prompts and seeds."""
+    out: dict[str, Any] = {}
+    for axis in ("horizontal", "vertical"):
+        sub = {m: [r for r in recs if relation_axis(r["prompt"]) == axis] for m, recs in multi.items()}
+        if not sub.get("baseline"):
+            continue
+        methods = {}
+        for m, recs in sub.items():
+            sm = summarise(recs)
+            methods[m] = {
+                k: sm.get(k)
+                for k in (
+                    "relation",
+                    "relation_ci",
+                    "swapped",
+                    "relation_colour",
+                    "relation_colour_ci",
+                    "swapped_colour",
+                    "presence",
+                    "presence_colour",
+                )
+            }
+        out[axis] = {
+            "prompts": len({r["item"] for r in sub["baseline"]}),
+            "methods": methods,
+            "paired": {
+                m: paired(sub["baseline"], recs, "relation") for m, recs in sub.items() if m != "baseline"
+            },
+            "paired_colour": {
+                m: paired(sub["baseline"], recs, "relation_colour")
+                for m, recs in sub.items()
+                if m != "baseline"
+            },
+            "paired_swapped": {
+                m: paired(sub["baseline"], recs, "swapped") for m, recs in sub.items() if m != "baseline"
+            },
+            "paired_presence": {
+                m: paired(sub["baseline"], recs, "presence") for m, recs in sub.items() if m != "baseline"
+            },
+        }
+    return out
+
+
+def position_2d_summary(grid: dict[str, list[dict]]) -> dict[str, Any]:
+    """The 2-D items' figures: per method on the quadrant items and on the centre items, paired vs the baseline
+    (presence over all 2-D items; the quadrant share on quadrant items) and LAM / +both vs the placebo."""
+    from generation.toyworld.evaluate import BOXES_2D
+
+    quad = {m: [r for r in recs if r["side"] in QUADRANTS] for m, recs in grid.items()}
+    cent = {m: [r for r in recs if r["side"] == "centre"] for m, recs in grid.items()}
+    base = grid["baseline"]
+    out: dict[str, Any] = {
+        "what": "single subjects with the box in a quadrant or the centre; the detector's colour centre: quadrant = "
+        "both axes on the box's side (a subject not found counts as a miss), in_box = the centre inside the box; "
+        "placebo = every box mirrored through the frame's centre (the opposite quadrant; the centre stays)",
+        "boxes": {k: BOXES_2D[k] for k in POSITIONS_2D},
+        "items": len({r["item"] for r in base}),
+        "quadrant_items": {m: summarise(r, POS2D_KEYS) for m, r in quad.items()},
+        "centre_items": {m: summarise(r, POS2D_KEYS) for m, r in cent.items()},
+        "all_items": {m: summarise(r, ("presence", "presence_colour", "found")) for m, r in grid.items()},
+        "paired_vs_baseline": {
+            m: {
+                "presence": paired(base, r, "presence"),
+                "quadrant": paired(quad["baseline"], quad[m], "quadrant"),
+                "centre_in_box": paired(cent["baseline"], cent[m], "in_box"),
+            }
+            for m, r in grid.items()
+            if m != "baseline"
+        },
+    }
+    if "placebo" in grid:
+        out["vs_placebo"] = {
+            m: {
+                "quadrant": paired(quad["placebo"], quad[m], "quadrant"),
+                "toward2d": paired(quad["placebo"], quad[m], "toward2d"),
+            }
+            for m in ("lam", "both", "lam_fix")
+            if m in grid
+        }
+    return out
+
+
+DEFAULT_STUDY: dict[str, list] = {
+    "baseline": ["baseline", {}],
+    "lam_a1": ["lam", {"lam.alpha_max": 1.0, "lam.step_fraction": 0.3}],
+    "lam_a2": ["lam", {"lam.alpha_max": 2.0, "lam.step_fraction": 0.3}],
+    "lam_a4": ["lam", {"lam.alpha_max": 4.0, "lam.step_fraction": 0.3}],
+    "lam_a1_f0.6": ["lam", {"lam.alpha_max": 1.0, "lam.step_fraction": 0.6}],
+}
+
+
+def _study_settings(ap: argparse.ArgumentParser, text: str | None) -> dict[str, list]:
+    """``--study-settings`` parsed and checked (one line and exit 2 on a mistake), or the default study."""
+    if text is None:
+        return DEFAULT_STUDY
+    try:
+        val = json.loads(text)
+        ok = isinstance(val, dict) and all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], dict)
+            for v in val.values()
+        )
+    except ValueError:
+        ok = False
+    if not ok or "baseline" not in val:
+        ap.error(
+            '--study-settings: JSON {"baseline": ["baseline", {}], name: [method, {override: value}], ...}'
+        )
+    from generation.toyworld.evaluate import comp_config
+
+    for name, (method, ov) in val.items():
+        try:
+            comp_config(method, overrides=ov)
+        except (ValueError, TypeError) as exc:
+            ap.error(f"--study-settings: {name}: {exc}")
+    return val
+
+
+def _landing(recs: list[dict]) -> dict[str, Any]:
+    """Where subjects land: mean and spread of the colour centre (x, y) over the videos where it is found."""
+    xs = [r["cx"] for r in recs if r.get("cx") is not None]
+    ys = [r["cy"] for r in recs if r.get("cy") is not None]
+    if not xs:
+        return {}
+    return {
+        "mean": [round(float(np.mean(xs)), 4), round(float(np.mean(ys)), 4)],
+        "std": [round(float(np.std(xs)), 4), round(float(np.std(ys)), 4)],
+        "found": len(xs),
+    }
+
+
+def against_seed(base: list[dict], recs: list[dict]) -> dict[str, Any]:
+    """Per axis (x, y) of every off-centre box: the share of videos with the subject on the box's side, split by
+    where the baseline video of the same caption and seed put it (already on the box's side, or on the other), and
+    how many misses against the seed are unmoved (the subject within 0.02 of the frame of the baseline's spot)."""
+    from generation.toyworld.evaluate import SIDE_BOXES
+
+    ref = {(r["prompt"], r["seed"]): r for r in base}
+    out: dict[str, Any] = {}
+    for ax, key in (("x", "cx"), ("y", "cy")):
+        cells: dict[bool, list[float]] = {True: [], False: []}
+        unmoved = misses = 0
+        for r in recs:
+            box = SIDE_BOXES[r["side"]]
+            centre = (box[0] + box[2]) / 2 if ax == "x" else (box[1] + box[3]) / 2
+            b = ref.get((r["prompt"], r["seed"]))
+            if abs(centre - 0.5) < 1e-9 or b is None or b.get(key) is None:
+                continue
+            agree = (b[key] - 0.5) * (centre - 0.5) > 0
+            ok = r.get(key) is not None and (r[key] - 0.5) * (centre - 0.5) > 0
+            cells[agree].append(float(ok))
+            if not agree and not ok:
+                misses += 1
+                unmoved += int(r.get(key) is not None and abs(r[key] - b[key]) < 0.02)
+        out[ax] = {
+            "baseline_on_box_side": round(float(np.mean(cells[True])), 4) if cells[True] else None,
+            "baseline_on_other_side": round(float(np.mean(cells[False])), 4) if cells[False] else None,
+            "n_other_side": len(cells[False]),
+            "misses_other_side": misses,
+            "misses_unmoved": unmoved,
+        }
+    return out
+
+
+def box_tokens(pipe: Any, sampling: Any) -> dict[str, Any]:
+    """How each study box is rasterised on the model's token grid: tokens per latent frame, and the grid."""
+    from generation.layout import TokenGrid
+    from generation.toyworld.evaluate import side_layout
+
+    grid = TokenGrid.of(pipe)
+    out: dict[str, Any] = {}
+    for pos in STUDY_POSITIONS:
+        m = np.asarray(
+            side_layout("a red circle", pos).latent_masks(
+                sampling.frames, sampling.height, sampling.width, grid
+            )
+        )[0, 0]
+        rows, cols = np.nonzero(m)
+        out[pos] = {
+            "tokens": int(m.sum()),
+            "rows": [int(rows.min()), int(rows.max())] if rows.size else None,
+            "cols": [int(cols.min()), int(cols.max())] if cols.size else None,
+        }
+    out["grid"] = list(np.asarray(m).shape)
+    return out
+
+
+def study_2d(runner: Any, captions: list[str], seeds: list[int], settings: dict[str, list]) -> dict[str, Any]:
+    """Validation study of 2-D control: every caption at STUDY_POSITIONS (quadrants, centre, left/right, top/bottom,
+    the quadrants' corner thirds) x ``seeds`` for each setting. Per setting: the figures of each position group
+    (quadrant, centre, horizontal = left/right, vertical = top/bottom: the same box shape transposed, corner = the
+    corner thirds), per position, where subjects land, and presence paired vs the baseline."""
+    from generation.toyworld.evaluate import EvalItem
+
+    items = [EvalItem.of(p, pos) for p in captions for pos in STUDY_POSITIONS]
+    names = list(settings)
+    res = runner.many([(run_name(m), items, seeds, ov, f"study {n}") for n, (m, ov) in settings.items()])
+    by = dict(zip(names, res))
+    groups = {
+        "quadrant": QUADRANTS,
+        "centre": ("centre",),
+        "horizontal": ("left", "right"),
+        "vertical": ("top", "bottom"),
+        "corner": CORNERS,
+    }
+    rows: dict[str, Any] = {}
+    for name, recs in by.items():
+        row: dict[str, Any] = {
+            g: summarise([r for r in recs if r["side"] in poss], POS2D_KEYS) for g, poss in groups.items()
+        }
+        row["per_position"] = {
+            pos: {
+                **summarise(
+                    [r for r in recs if r["side"] == pos], ("quadrant", "x_ok", "y_ok", "in_box", "presence")
+                ),
+                "landing": _landing([r for r in recs if r["side"] == pos]),
+            }
+            for pos in STUDY_POSITIONS
+        }
+        row["presence_all"] = summarise(recs, ("presence",))["presence"]
+        row["landing_all"] = _landing(recs)
+        if name != "baseline":
+            row["against_seed"] = against_seed(by["baseline"], recs)
+            row["paired_presence_vs_baseline"] = paired(by["baseline"], recs, "presence")
+            row["paired_quadrant_vs_baseline"] = paired(
+                [r for r in by["baseline"] if r["side"] in QUADRANTS],
+                [r for r in recs if r["side"] in QUADRANTS],
+                "quadrant",
+            )
+        rows[name] = row
+    cols = [
+        "setting",
+        "quadrant",
+        "x_ok",
+        "y_ok",
+        "corner quadrant",
+        "horizontal x_ok",
+        "vertical y_ok",
+        "centre in_box",
+        "presence",
+    ]
+    print_table(
+        [
+            {
+                "setting": n,
+                "quadrant": r["quadrant"]["quadrant"],
+                "x_ok": r["quadrant"]["x_ok"],
+                "y_ok": r["quadrant"]["y_ok"],
+                "corner quadrant": r["corner"]["quadrant"],
+                "horizontal x_ok": r["horizontal"]["x_ok"],
+                "vertical y_ok": r["vertical"]["y_ok"],
+                "centre in_box": r["centre"]["in_box"],
+                "presence": r["presence_all"],
+            }
+            for n, r in rows.items()
+        ],
+        cols,
+    )
+    return {
+        "benchmark": "gen_toyworld_study_2d",
+        "what": "validation only: single-subject captions (training captions) on validation seeds, box at each "
+        "position; quadrant = both axes on the box's side; horizontal = left/right third boxes (x_ok), vertical = "
+        "the same boxes transposed, top/bottom third (y_ok); a subject not found is a miss",
+        "seeds": seeds,
+        "captions": len(captions),
+        "positions": list(STUDY_POSITIONS),
+        "box_tokens": box_tokens(runner.pipe, runner.sampling),
+        "settings": settings,
+        "rows": rows,
+    }
 
 
 # ---- gates ---------------------------------------------------------------------------------------------
@@ -364,20 +733,19 @@ def _subset(prompts: list[str], n: int) -> list[str]:
     return rel[: n - k] + cnt[:k]
 
 
-def _chunks(multi: list, single: list, nm: int, ns: int) -> list[tuple[str, list]]:
-    """Multi-subject and position items in chunks, interleaved so both advance at the same pace (a run stopped
-    by its time budget still has every method on the same items of both kinds)."""
-    cm = [("multi", multi[i : i + nm]) for i in range(0, len(multi), nm)]
-    cs = [("single", single[i : i + ns]) for i in range(0, len(single), ns)]
+def _chunks(
+    multi: list, single: list, nm: int, ns: int, grid2d: list | None = None, ng: int = 5
+) -> list[tuple[str, list]]:
+    """Multi-subject, position and 2-D position items in chunks, interleaved so every kind advances at the same
+    pace (a run stopped by its time budget still has every method on the same items of each kind)."""
+    kinds = [("single", single, ns), ("grid2d", grid2d or [], ng), ("multi", multi, nm)]
+    lists = {k: [(k, items[i : i + n]) for i in range(0, len(items), n)] for k, items, n in kinds}
+    pos = dict.fromkeys(lists, 0)
     out: list[tuple[str, list]] = []
-    i = j = 0
-    while i < len(cm) or j < len(cs):
-        if j < len(cs) and (i >= len(cm) or j / len(cs) <= i / len(cm)):
-            out.append(cs[j])
-            j += 1
-        else:
-            out.append(cm[i])
-            i += 1
+    while any(pos[k] < len(v) for k, v in lists.items()):
+        k = min((k for k, v in lists.items() if pos[k] < len(v)), key=lambda k: pos[k] / len(lists[k]))
+        out.append(lists[k][pos[k]])
+        pos[k] += 1
     return out
 
 
@@ -457,10 +825,60 @@ def main(argv: list[str] | None = None) -> int:
         help="the rule planner's largest box side for multi-subject prompts (default: the model's own, "
         "toyworld.json generate.planner_max_box; 1: the planner's uncapped boxes, the ablation)",
     )
+    ap.add_argument(
+        "--seed-base",
+        type=int,
+        default=0,
+        help="test seeds are seed-base, seed-base+1, ... (fresh seeds after a change; validation seeds never move)",
+    )
+    ap.add_argument(
+        "--grid2d-prompts",
+        type=int,
+        default=None,
+        help="single-subject captions for the 2-D items, each at the four quadrants and the centre "
+        "(default 12 -> 60 items; quick 2; 0: none)",
+    )
+    ap.add_argument(
+        "--study-2d",
+        default=None,
+        metavar="OUT",
+        help="run only the validation study of 2-D position control and write its JSON to OUT",
+    )
+    ap.add_argument(
+        "--study-settings",
+        default=None,
+        help="with --study-2d: JSON {name: [method, {override: value}]} (default: LAM alpha_max 1, 2, 4 at "
+        "step_fraction 0.3, and alpha_max 1 at step_fraction 0.6)",
+    )
+    ap.add_argument(
+        "--fix",
+        default=None,
+        help="JSON of lam.* overrides on top of the chosen LAM values: adds method lam_fix, run on the single-subject "
+        "and 2-D position items only (a 2-D control fix chosen by --study-2d on validation)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    fix: dict[str, Any] | None = None
+    if args.fix is not None:
+        try:
+            fix = json.loads(args.fix)
+        except ValueError:
+            fix = None
+        if not isinstance(fix, dict) or not fix or not all(str(k).startswith("lam.") for k in fix):
+            ap.error(
+                f'--fix: a JSON object of lam.* overrides such as {{"lam.alpha_max": 2}}, got {args.fix!r}'
+            )
+        from generation.toyworld.evaluate import comp_config
+
+        try:
+            comp_config("lam", overrides=fix)
+        except (ValueError, TypeError) as exc:
+            ap.error(f"--fix: {exc}")
+    study_settings = _study_settings(ap, args.study_settings)
     if args.max_box is not None and not 0.05 <= args.max_box <= 1.0:
         ap.error(f"--max-box: a fraction of the frame side in [0.05, 1], got {args.max_box}")
+    if args.seed_base < 0 or (args.grid2d_prompts is not None and args.grid2d_prompts < 0):
+        ap.error("--seed-base and --grid2d-prompts take numbers >= 0")
     extras = [e for e in args.extras.split(",") if e]
     unknown = set(extras) - {"both_default", "both_fused"}
     if unknown:
@@ -479,6 +897,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from generation.config import LAMConfig, SCIConfig
     from generation.toyworld.evaluate import (
+        EvalItem,
         RecordCache,
         SamplingConfig,
         load_toyworld_pipeline,
@@ -493,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
     n_test = args.prompts or (8 if q else 200)
     n_val = args.val_prompts or (6 if q else 40)
     n_single = args.single_prompts or (4 if q else 24)
-    seeds = list(range(args.seeds or (1 if q else 2)))
+    seeds = list(range(args.seed_base, args.seed_base + (args.seeds or (1 if q else 2))))
     sampling = SamplingConfig.from_model(args.model)
     if args.steps:
         sampling.steps = int(args.steps)
@@ -512,6 +931,19 @@ def main(argv: list[str] | None = None) -> int:
     singles = all_singles[:: max(1, len(all_singles) // n_single)][:n_single]
     single_test = single_items(singles, both_sides=True)
     test = multi_items(_subset(test_prompts(), n_test))
+    n_grid = args.grid2d_prompts if args.grid2d_prompts is not None else (2 if q else 12)
+    grid_caps = all_singles[:: max(1, len(all_singles) // n_grid)][:n_grid] if n_grid else []
+    grid_test = [EvalItem.of(p, pos) for p in grid_caps for pos in POSITIONS_2D]
+
+    if args.study_2d:
+        out = study_2d(runner, all_singles[:: 6 if q else 1], [1000] if q else [1000, 1001], study_settings)
+        runner.close()
+        out.update(model_fingerprint=fp, sampling=vars(sampling))
+        from vidlab.io import atomic_write_text
+
+        atomic_write_text(pathlib.Path(args.study_2d), json.dumps(out, indent=1))
+        emit_json(out)
+        return 0
 
     # 0. gates first
     gate = gates(pipe, sampling, q)
@@ -603,38 +1035,45 @@ def main(argv: list[str] | None = None) -> int:
         "lam": lam_ov,
         "both": {**lam_ov, "sci.strength": chosen["sci.strength"]},
         "placebo": lam_ov,
+        "ts_attn": dict(TS_ATTN_OV),
     }
     if "both_default" in extras:
         ovs["both_default"] = {}
     if "both_fused" in extras and fused_ok:
         ovs["both_fused"] = {**ovs["both"], "lam.mask_source": "fused"}
-    multi: dict[str, list[dict]] = {m: [] for m in ovs}
+    if fix:
+        ovs["lam_fix"] = {**lam_ov, **fix}
+    multi: dict[str, list[dict]] = {m: [] for m in ovs if m != "lam_fix"}
     single: dict[str, list[dict]] = {m: [] for m in ovs}
-    chunks = _chunks(test, single_test, 5 if not q else 4, 4)
-    done = {"multi": 0, "single": 0}
+    # the 2-D items: the core methods only (the extras are multi-subject ablations)
+    grid_methods = [m for m in ("baseline", "lam", "both", "placebo", "ts_attn", "lam_fix") if m in ovs]
+    grid: dict[str, list[dict]] = {m: [] for m in grid_methods}
+    chunks = _chunks(test, single_test, 5 if not q else 4, 4, grid_test, 5)
+    done = {"multi": 0, "single": 0, "grid2d": 0}
     stopped = False
     for kind, items in chunks:
         if deadline is not None and time.perf_counter() > deadline and min(done.values()) > 0:
             stopped = True
             break
-        dest = multi if kind == "multi" else single
+        dest = {"multi": multi, "single": single, "grid2d": grid}[kind]
         res = runner.many(
-            [(m, items, seeds, ov, f"{kind} {m} [{done[kind]}+{len(items)}]") for m, ov in ovs.items()]
+            [(run_name(m), items, seeds, ovs[m], f"{kind} {m} [{done[kind]}+{len(items)}]") for m in dest]
         )
-        for m, r in zip(ovs, res):
+        for m, r in zip(dest, res):
             dest[m] += r
         done[kind] += len(items)
         print(f"{time.strftime('%H:%M:%S')} done {done}", flush=True)
     runner.close()
     print(
-        f"test items done: {done} of multi {len(test)}, single {len(single_test)}; stopped early: {stopped}"
+        f"test items done: {done} of multi {len(test)}, single {len(single_test)}, 2-D {len(grid_test)}; "
+        f"stopped early: {stopped}"
     )
 
     base = multi["baseline"]
     methods = {m: summarise(r) for m, r in multi.items()}
     for m, r in multi.items():
         methods[m]["time_ratio"] = time_ratio(base, r, runner.run_id)
-    pair_keys = ("presence", "presence_colour", "relation", "swapped", "count", "iou", "iou_real")
+    pair_keys = KEYS
     paired_vs = {m: {k: paired(base, multi[m], k) for k in pair_keys} for m in multi if m != "baseline"}
     single_sum = {m: summarise(r, SINGLE_KEYS) for m, r in single.items()}
     single_paired = {
@@ -658,6 +1097,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     single_presence = {m: s["presence"] for m, s in single_sum.items()}
     single_colour = {m: s["presence_colour"] for m, s in single_sum.items()}
+    by_axis = relation_by_axis(multi)
+    pos2d = position_2d_summary(grid) if grid_test else {}
 
     def excl0(d: dict, sign: int = 1) -> bool:
         return bool(d and d["ci"][0 if sign > 0 else 1] * sign > 0)
@@ -672,18 +1113,59 @@ def main(argv: list[str] | None = None) -> int:
             and pb["placebo"]["relation"]["diff"] < 0
             and pb["placebo"]["swapped"]["diff"] > 0
         ),
-        "sci_or_both_raises_presence": excl0(pb["sci"]["presence"]) or excl0(pb["both"]["presence"]),
+        # presence, split by who raises it (one target once read "sci_or_both", met by LAM alone): SCI alone,
+        # LAM alone, both; the placebo's row says how much of a presence gain needs no correct layout at all
+        "sci_raises_presence": excl0(pb["sci"]["presence"]),
+        "lam_raises_presence": excl0(pb["lam"]["presence"]),
+        "both_raises_presence": excl0(pb["both"]["presence"]),
+        "placebo_raises_presence": excl0(pb["placebo"]["presence"]),
+        "both_raises_vertical_relation": excl0(by_axis.get("vertical", {}).get("paired", {}).get("both", {})),
+        "both_raises_horizontal_relation": excl0(
+            by_axis.get("horizontal", {}).get("paired", {}).get("both", {})
+        ),
         "single_presence_drop_within_2pts": bool(
             single_paired["both"]["presence"] and single_paired["both"]["presence"]["diff"] >= -0.02
         ),
         "position_shift_ge_0.15": bool(shift and shift["diff"] >= 0.15),
     }
+    if pos2d:
+        for m in [x for x in ("lam", "both", "lam_fix") if x in grid]:
+            quad = pos2d["quadrant_items"][m]["quadrant"]
+            drop = pos2d["paired_vs_baseline"][m]["presence"]
+            targets[f"{m}_2d_quadrant_ge_0.7"] = bool(quad is not None and quad >= 0.7)
+            targets[f"{m}_2d_presence_drop_within_2pts"] = bool(drop and drop["diff"] >= -0.02)
 
-    cols = ["method", "presence", "relation", "swapped", "count", "iou", "iou_real", "seconds"]
+    cols = [
+        "method",
+        "presence",
+        "presence_colour",
+        "relation",
+        "relation_colour",
+        "swapped",
+        "iou_real",
+        "seconds",
+    ]
     print_table([{"method": m, **{k: s[k] for k in cols[1:]}} for m, s in methods.items()], cols)
     scols = ["method", "presence", "toward", "on_side", "found"]
     print_table([{"method": m, **{k: s[k] for k in scols[1:]}} for m, s in single_sum.items()], scols)
     print(f"position shift, real vs placebo box (lam): {shift}; (both): {shift_both}")
+    for axis, row in by_axis.items():
+        print(
+            f"relation, {axis} prompts ({row['prompts']}): "
+            + ", ".join(f"{m} {v['relation']}" for m, v in row["methods"].items())
+        )
+    if pos2d:
+        qcols = ["method", "quadrant", "x_ok", "y_ok", "in_box", "presence", "found"]
+        print("2-D items, quadrant boxes:")
+        print_table(
+            [{"method": m, **{k: r[k] for k in qcols[1:]}} for m, r in pos2d["quadrant_items"].items()], qcols
+        )
+        print(
+            "2-D items, centre box: "
+            + ", ".join(
+                f"{m} in box {r['in_box']} dist {r['dist']}" for m, r in pos2d["centre_items"].items()
+            )
+        )
     print(f"targets: {targets}")
     note = f"{done['multi']} test prompts x {len(seeds)} seeds"
     if args.plot:
@@ -719,6 +1201,10 @@ def main(argv: list[str] | None = None) -> int:
             "single_subject_paired_vs_baseline": single_paired,
             "single_subject_presence": single_presence,
             "single_subject_presence_colour_only": single_colour,
+            "relation_by_axis": by_axis,
+            "position_2d": pos2d,
+            "test_seeds": seeds,
+            "fix": fix,
             "detector_on_samples": {
                 "what": "share of single-subject baseline samples where the detector finds the caption's colour+shape "
                 "in >= 50% of frames (generator and detector errors together)",

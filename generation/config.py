@@ -17,7 +17,7 @@ from vidlab.config import validate
 
 @dataclass
 class SCIConfig:
-    """SCI settings (reconstruction; see README): schedule ``w(t)`` and saliency temperature."""
+    """SCI settings (reconstruction; docs/guides/comp-attn.md): schedule ``w(t)`` and saliency temperature."""
 
     enabled: bool = True
     strength: float = field(default=0.5, metadata=_range(0.0, None))  # peak w(t); 0 makes SCI a no-op
@@ -35,7 +35,8 @@ class SCIConfig:
 
 @dataclass
 class LAMConfig:
-    """LAM settings (reconstruction; see README): IoU-guided strength, step window, blocks, rules."""
+    """LAM settings (reconstruction; docs/guides/comp-attn.md): IoU-guided strength, step window, blocks,
+    rules."""
 
     enabled: bool = True
     # strength when the attention region already matches the box (IoU 1) / does not overlap at all (IoU 0)
@@ -56,13 +57,33 @@ class LAMConfig:
     chunk_elements: int = field(default=16_777_216, metadata=_range(1, None))
     separate_instances: bool = True  # counted phrase: tokens two instance boxes cover get the outside bias
     # where LAM pushes a subject: "box" = its layout box (the paper's rule, default); "fused" = the box
-    # combined with the model's own cross-attention region for the subject (v1 / MagicComp-style; see README)
+    # combined with the model's own cross-attention region for the subject (v1 / MagicComp-style; see the guide)
     mask_source: Literal["box", "fused"] = "box"
+    # which rule modulates the cross-attention: "comp_attn" (LAM above: layout boxes, IoU-guided strength; the
+    # default) or "ts_attn" (TS-Attn, generation/ts_attn.py: no layout; each subject's own attention region gets
+    # its tokens raised and the other subjects' lowered). The ts_* settings below are read only by "ts_attn";
+    # their defaults are the published code's (Hong-yu-Zhang/TS-Attn, configs/TS-Attn_t2v.yaml and the model code)
+    rule: Literal["comp_attn", "ts_attn"] = "comp_attn"
+    # TS-Attn: modulate the steps with index < int(ts_step_fraction x steps) of the whole schedule, whichever
+    # expert runs them (the yaml's time_step_ratio 0.2)
+    ts_step_fraction: float = field(default=0.2, metadata=_range(0.0, 1.0))
+    # TS-Attn's dynamic strength per query and key: alpha = min + (max - min) x (1 - p_hat) (get_dynamic_alpha)
+    ts_alpha_min: float = field(default=1.0, metadata=_range(0.0, None))
+    ts_alpha_max: float = field(default=1.5, metadata=_range(0.0, None))
+    ts_erode: bool = True  # drop region tokens with no 3x3 neighbour in the region (the yaml's use_erode)
+    # blocks TS-Attn biases; None = the odd-indexed ones (the code's use_control = i % 2 != 0)
+    ts_blocks: list[int] | None = None
+    # whose bias is applied when a prompt names several subjects: "all" (every subject's, summed; our reading) or
+    # "last" (parity with the published code, whose per-subject list is reset inside its loop, so only the last
+    # subject's bias survives)
+    ts_subjects: Literal["all", "last"] = "all"
 
     def __post_init__(self) -> None:
         validate(self)
         if self.alpha_min > self.alpha_max:
             raise ValueError(f"alpha_min={self.alpha_min} must be <= alpha_max={self.alpha_max}")
+        if self.ts_alpha_min > self.ts_alpha_max:
+            raise ValueError(f"ts_alpha_min={self.ts_alpha_min} must be <= ts_alpha_max={self.ts_alpha_max}")
 
 
 @dataclass

@@ -166,8 +166,14 @@ class Controller:
         ``transformer`` (Wan2.1, and Wan2.2's high-noise expert): progress over the whole schedule
         < ``lam.step_fraction``. ``transformer_2`` (Wan2.2's low-noise expert): progress over that expert's own
         steps (from the step it takes over) < ``lam.step_fraction_2`` (default 0: LAM stays off there).
+        ``lam.rule="ts_attn"``: TS-Attn's window, the first ``int(ts_step_fraction x steps)`` steps of the whole
+        schedule, whichever expert runs them.
         """
         lam = self.config.lam
+        if lam.rule == "ts_attn":
+            from generation.ts_attn import in_window
+
+            return in_window(self.step, self.num_steps, lam.ts_step_fraction)
         if self.transformer == "transformer_2":
             start = self.expert2_start if self.expert2_start is not None else 0
             own = (self.step - start) / max(self.num_steps - start, 1)
@@ -175,9 +181,14 @@ class Controller:
         return self.progress < lam.step_fraction
 
     def lam_active(self, block: int) -> bool:
-        """LAM modulates this block in this forward: cond pass, within the step window, a selected block."""
-        blocks = self.config.lam.blocks
-        return self.lam_now and (blocks is None or block in blocks)
+        """LAM modulates this block in this forward: cond pass, within the step window, a selected block
+        (``lam.blocks``; with ``lam.rule="ts_attn"``: ``lam.ts_blocks``, None = the odd-indexed blocks)."""
+        if not self.lam_now:
+            return False
+        lam = self.config.lam
+        if lam.rule == "ts_attn":
+            return block % 2 == 1 if lam.ts_blocks is None else block in lam.ts_blocks
+        return lam.blocks is None or block in lam.blocks
 
     def capture_active(self, block: int) -> bool:
         """Attention maps are captured from this block in this forward (cond passes only)."""

@@ -1,4 +1,4 @@
-"""LAM — Layout-forcing Attention Modulation (a documented reconstruction; see generation/README.md).
+"""LAM — Layout-forcing Attention Modulation (a documented reconstruction; see docs/guides/comp-attn.md).
 
 Pure tensor functions used by the attn2 processor: the subject-column attention probabilities (only those
 columns, never the full probability matrix), the adaptive region where the model currently puts a subject,
@@ -26,10 +26,11 @@ class LamTargets:
     groups: list[list[int]]  # per subject group: positions into ``cols``
     masks: torch.Tensor  # (G, S) bool: layout mask of each group on the video-token grid
     frames: int  # latent frames T (S = T * H' * W')
+    grid: tuple[int, int, int] | None = None  # (T, H', W') token grid (TS-Attn's erosion needs it)
 
     def to(self, device: torch.device) -> LamTargets:
         """The same targets on ``device`` (the processor moves them once per device)."""
-        return LamTargets(self.cols.to(device), self.groups, self.masks.to(device), self.frames)
+        return LamTargets(self.cols.to(device), self.groups, self.masks.to(device), self.frames, self.grid)
 
 
 def group_subjects(token_indices: Sequence[Sequence[int]]) -> tuple[list[tuple[int, ...]], list[int]]:
@@ -100,7 +101,8 @@ def build_targets(
             here.append(len(cols))
             cols.append(t)
         pos_groups.append(here)
-    return LamTargets(torch.tensor(cols, dtype=torch.long), pos_groups, merged, int(masks.shape[1]))
+    grid = (int(masks.shape[1]), int(masks.shape[2]), int(masks.shape[3]))
+    return LamTargets(torch.tensor(cols, dtype=torch.long), pos_groups, merged, grid[0], grid)
 
 
 def subject_logits_and_lse(
@@ -255,7 +257,8 @@ def full_bias(bias_cols: torch.Tensor, cols: torch.Tensor, num_keys: int, dtype:
 
 
 def biased_probs(probs: torch.Tensor, bias_cols: torch.Tensor | None) -> torch.Tensor:
-    """Subject-column probabilities (B, H, S, n) after adding ``bias_cols`` (B, S, n) to their logits.
+    """Subject-column probabilities (B, H, S, n) after adding ``bias_cols`` (B, S, n), or per head (B, H, S, n),
+    to their logits.
 
     Exact from the unbiased probabilities p: the biased normaliser is Z' = (1 - sum_c p_c) + sum_c p_c exp(b_c),
     evaluated in log space.
@@ -263,7 +266,7 @@ def biased_probs(probs: torch.Tensor, bias_cols: torch.Tensor | None) -> torch.T
     if bias_cols is None:
         return probs
     logp = probs.float().clamp_min(1e-30).log()
-    shifted = logp + bias_cols.unsqueeze(1).float()
+    shifted = logp + (bias_cols if bias_cols.ndim == 4 else bias_cols.unsqueeze(1)).float()
     rest = torch.log1p(-probs.float().sum(-1, keepdim=True).clamp(max=1 - 1e-7))
     log_z = torch.logsumexp(torch.cat([rest, shifted], dim=-1), dim=-1, keepdim=True)
     return (shifted - log_z).exp()
@@ -275,9 +278,11 @@ def reweight_output(
     """Attention output with the column bias applied, from the UNbiased output (B, S, H, D) — no mask needed.
 
     softmax(l + b) v = (o + sum_c p_c (e^b_c - 1) v_c) / (1 + sum_c p_c (e^b_c - 1)) with o = softmax(l) v and
-    p the unbiased subject-column probabilities (B, H, S, n). Exact algebra; works on mask-less backends.
+    p the unbiased subject-column probabilities (B, H, S, n) and b the bias (B, S, n), or per head (B, H, S, n).
+    Exact algebra; works on mask-less backends.
     """
-    w = probs.permute(0, 2, 1, 3) * torch.expm1(bias_cols.float()).unsqueeze(2)  # (B, S, H, n)
+    b = bias_cols.float().permute(0, 2, 1, 3) if bias_cols.ndim == 4 else bias_cols.float().unsqueeze(2)
+    w = probs.permute(0, 2, 1, 3) * torch.expm1(b)  # (B, S, H, n)
     v_cols = value.index_select(1, cols).float()  # (B, n, H, D)
     corr = torch.einsum("bshn,bnhd->bshd", w, v_cols)
     z = 1.0 + w.sum(-1, keepdim=True)

@@ -5,10 +5,13 @@ selected, no generation running) it hands the call to the original ``WanAttnProc
 the output is exactly diffusers' own. When LAM is active it computes the same projections, derives the
 subject-column attention and the layout bias (``generation.lam``), and runs diffusers'
 ``dispatch_attention_fn`` with the bias as an additive float mask on the processor's own attention backend.
+With ``lam.rule="ts_attn"`` the active call runs TS-Attn's rule instead (``generation.ts_attn``: a per-head bias
+from the model's own subject regions, no layout).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -96,11 +99,36 @@ class CompAttnProcessor:
             )
         from diffusers.models.transformers.transformer_wan import _get_qkv_projections
 
-        query, key, value = _get_qkv_projections(attn, hidden_states, encoder_hidden_states)
-        query = attn.norm_q(query).unflatten(2, (attn.heads, -1))
-        key = attn.norm_k(key).unflatten(2, (attn.heads, -1))
+        q_raw, k_raw, value = _get_qkv_projections(attn, hidden_states, encoder_hidden_states)
+        query = attn.norm_q(q_raw).unflatten(2, (attn.heads, -1))
+        key = attn.norm_k(k_raw).unflatten(2, (attn.heads, -1))
         value = value.unflatten(2, (attn.heads, -1))
-        cfg = ctl.config.lam
+        probs: torch.Tensor | None
+        bias_cols: torch.Tensor | None = None
+        if lam_on and ctl.config.lam.rule == "ts_attn":
+            raw = (q_raw.unflatten(2, (attn.heads, -1)), k_raw.unflatten(2, (attn.heads, -1)))
+            out, bias_cols, probs = self._ts_attn(
+                attn, query, key, value, raw, attention_mask, targets, capture
+            )
+        else:
+            sub, probs = self._probe(query, key, targets)
+            if lam_on:
+                out, bias_cols = self._modulated(attn, query, key, value, attention_mask, sub, probs, targets)
+            else:
+                out = self.original(
+                    attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs
+                )
+        if capture:
+            assert probs is not None
+            maps = L.group_attention(L.biased_probs(probs, bias_cols), targets.groups)
+            ctl.record_map(self.block, maps, biased=bias_cols is not None)
+        return out
+
+    def _probe(
+        self, query: torch.Tensor, key: torch.Tensor, targets: L.LamTargets
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Subject-column logits (B, H, S, n) and exact probabilities (B, H, S, n) by ``lam.probe``."""
+        cfg = self.controller.config.lam
         scale = query.shape[-1] ** -0.5
         if cfg.probe == "fused":
             sub = L.subject_logits(query, key, targets.cols, scale)
@@ -110,17 +138,48 @@ class CompAttnProcessor:
             probs = (sub - lse.unsqueeze(-1)).exp()
         else:
             raise ValueError(f"unknown lam.probe {cfg.probe!r}; choose one of {L.PROBES}")
-        bias_cols = None
-        if lam_on:
-            out, bias_cols = self._modulated(attn, query, key, value, attention_mask, sub, probs, targets)
-        else:
-            out = self.original(
-                attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs
+        return sub, probs
+
+    def _ts_attn(
+        self,
+        attn: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        raw: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None,
+        targets: L.LamTargets,
+        capture: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """TS-Attn (``lam.rule="ts_attn"``): regions and statistics from the raw (pre-norm) projections ``raw``,
+        the per-head bias on the subject columns, attention on the normalised ``query``/``key`` (see ts_attn.py).
+
+        Returns the output, the per-head column bias and the exact subject-column probabilities (computed only
+        when ``capture`` or ``lam.apply="reweight"`` needs them, else None)."""
+        from generation import ts_attn as T
+
+        cfg = self.controller.config.lam
+        if targets.grid is None:
+            raise ValueError(
+                "TS-Attn needs the token grid of the targets (build them with lam.build_targets)"
             )
-        if capture:
-            maps = L.group_attention(L.biased_probs(probs, bias_cols), targets.groups)
-            ctl.record_map(self.block, maps, biased=bias_cols is not None)
-        return out
+        scale = query.shape[-1] ** -0.5
+        stats = T.raw_statistics(raw[0], raw[1], targets.cols, scale, cfg.chunk_elements)
+        regions = T.subject_regions(stats.region_cols, targets.groups, targets.grid, cfg.ts_erode)
+        bias, alpha = T.column_bias(
+            stats, regions, targets.groups, cfg.ts_alpha_min, cfg.ts_alpha_max, cfg.ts_subjects
+        )
+        probs = self._probe(query, key, targets)[1] if (capture or cfg.apply == "reweight") else None
+        out = self._biased_attention(
+            attn, query, key, value, attention_mask, bias, probs, targets, T.full_mask
+        )
+        # logged: each region's IoU with the layout box (TS-Attn never reads the box) and the mean dynamic
+        # alpha on the subject's own columns over its region's queries of every video (0: empty regions)
+        own = torch.stack([alpha[..., g].mean((1, 3)) for g in targets.groups], 1)  # (B, G, S)
+        reg = regions.to(own.dtype)
+        alpha_log = ((own * reg).sum((0, 2)) / reg.sum((0, 2)).clamp_min(1.0)).expand(own.shape[0], -1)
+        self.controller.record_lam(self.block, L.iou(regions, targets.masks), alpha_log)
+        return out, bias, probs
 
     def _modulated(
         self,
@@ -134,8 +193,6 @@ class CompAttnProcessor:
         targets: L.LamTargets,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """LAM: region -> IoU -> alpha -> additive bias on the subject columns -> dispatched attention."""
-        from diffusers.models.attention_dispatch import dispatch_attention_fn
-
         cfg = self.controller.config.lam
         region = L.adaptive_region(
             L.group_attention(probs, targets.groups), targets.frames, cfg.threshold, cfg.threshold_value
@@ -148,8 +205,32 @@ class CompAttnProcessor:
             bias_cols = L.column_bias(sub, targets, alpha, cfg.spread, L.fused_masks(region, targets.masks))
         else:
             raise ValueError(f"unknown lam.mask_source {cfg.mask_source!r}; choose one of {L.MASK_SOURCES}")
+        out = self._biased_attention(
+            attn, query, key, value, attention_mask, bias_cols, probs, targets, L.full_bias
+        )
+        self.controller.record_lam(self.block, iou, alpha)
+        return out, bias_cols
+
+    def _biased_attention(
+        self,
+        attn: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        bias_cols: torch.Tensor,
+        probs: torch.Tensor | None,
+        targets: L.LamTargets,
+        scatter: Callable[[torch.Tensor, torch.Tensor, int, torch.dtype], torch.Tensor],
+    ) -> torch.Tensor:
+        """Dispatched attention with ``bias_cols`` on the subject columns, by ``lam.apply``: "mask" adds the bias
+        scattered by ``scatter`` (LAM's shared-head or TS-Attn's per-head layout) to the attention mask,
+        "reweight" corrects the unbiased output from the exact ``probs``; then the output projection."""
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        cfg = self.controller.config.lam
         if cfg.apply == "mask":
-            mask = L.full_bias(bias_cols, targets.cols, key.shape[1], query.dtype)
+            mask = scatter(bias_cols, targets.cols, key.shape[1], query.dtype)
             if attention_mask is not None:
                 mask = mask + attention_mask
         elif cfg.apply == "reweight":
@@ -167,8 +248,7 @@ class CompAttnProcessor:
             parallel_config=None,
         )
         if cfg.apply == "reweight":
+            assert probs is not None
             out = L.reweight_output(out, probs, bias_cols, value, targets.cols)
         out = out.flatten(2, 3).type_as(query)
-        out = attn.to_out[1](attn.to_out[0](out))
-        self.controller.record_lam(self.block, iou, alpha)
-        return out, bias_cols
+        return attn.to_out[1](attn.to_out[0](out))

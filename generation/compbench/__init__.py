@@ -6,5 +6,5 @@ Modules: ``suite`` (700 prompts, official order, metadata, stable ids), ``config
 ``planning`` (every layout before generation), ``worker`` (one pipeline per worker), ``jobs`` (items, run_job,
 manifest), ``export`` (official layout), ``metrics`` (registry + offline metrics + adapters), ``official``
 (official metrics: MLLM grid, GroundingDINO, tracking, CSV ingest, recorded backends), ``scoring``, ``report``,
-``cli``. See generation/README.md, section "T2V-CompBench jobs".
+``cli``. Guide: docs/guides/compbench.md.
 """

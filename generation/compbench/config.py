@@ -17,11 +17,14 @@ from vidlab.config import ConfigError, in_range
 from vidlab.distributed.config import RunConfig as BaseRunConfig
 
 # method -> (Comp-Attn enabled, SCI enabled, LAM enabled). baseline is diffusers' own attention, same seed.
+# ts_attn: TS-Attn, the published sibling method (generation/ts_attn.py), run through the same processor with
+# lam.rule=ts_attn and its own settings (lam.ts_*; the layout is not used), SCI off.
 METHODS: dict[str, tuple[bool, bool, bool]] = {
     "baseline": (False, False, False),
     "sci": (True, True, False),
     "lam": (True, False, True),
     "both": (True, True, True),
+    "ts_attn": (True, False, True),
 }
 
 
@@ -119,4 +122,5 @@ def method_comp_attn(base: CompAttnConfig, method: str, capture: bool = False) -
     cfg.capture_attention = capture
     cfg.sci.enabled = sci
     cfg.lam.enabled = lam
+    cfg.lam.rule = "ts_attn" if method == "ts_attn" else "comp_attn"
     return cfg

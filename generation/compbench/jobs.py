@@ -18,6 +18,7 @@ from typing import Any
 from generation.compbench.config import CompbenchConfig
 from generation.compbench.planning import layout_path, plan_all
 from generation.compbench.suite import Prompt, Suite, load_suite
+from generation.config import LAMConfig
 
 GEN_DIR = "gen"
 MANIFEST = "manifest.jsonl"
@@ -69,6 +70,22 @@ def identity(cfg: CompbenchConfig, suite: Suite) -> dict[str, Any]:
     generate = dataclasses.asdict(cfg.generate)
     if generate["comp_attn"]["lam"].get("mask_source") == "box":  # the rule before the setting existed:
         del generate["comp_attn"]["lam"]["mask_source"]  # runs made before it keep their identity and resume
+    lam_defaults = dataclasses.asdict(LAMConfig())
+    for key in (
+        "rule",
+        "ts_step_fraction",
+        "ts_alpha_min",
+        "ts_alpha_max",
+        "ts_erode",
+        "ts_blocks",
+        "ts_subjects",
+    ):
+        # TS-Attn's settings, added later: at their defaults they leave older runs' identity as it was
+        if key in generate["comp_attn"]["lam"] and generate["comp_attn"]["lam"][key] == lam_defaults[key]:
+            del generate["comp_attn"]["lam"][key]
+    generate.pop("planner_cache", None)  # how the LLM plan cache is used never changes a planned video
+    if not generate.get("planner_accept_repaired"):  # the rule before the setting existed (same reason)
+        generate.pop("planner_accept_repaired", None)
     return make_identity(
         {
             "generate": generate,

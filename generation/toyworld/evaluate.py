@@ -36,6 +36,23 @@ SIDE_BOXES: dict[str, tuple[float, float, float, float]] = {
     "left": (0.02, 0.3, 0.35, 0.7),
     "right": (0.65, 0.3, 0.98, 0.7),
 }
+# two-dimensional position boxes (benchmarks/gen_toyworld.py's 2-D items): the four quadrants (inset by 0.04 of
+# the side), the centre, and the top / bottom third (the left / right boxes transposed: the vertical axis alone)
+BOXES_2D: dict[str, tuple[float, float, float, float]] = {
+    "top-left": (0.04, 0.04, 0.46, 0.46),
+    "top-right": (0.54, 0.04, 0.96, 0.46),
+    "bottom-left": (0.04, 0.54, 0.46, 0.96),
+    "bottom-right": (0.54, 0.54, 0.96, 0.96),
+    "centre": (0.3, 0.3, 0.7, 0.7),
+    "top": (0.3, 0.02, 0.7, 0.35),
+    "bottom": (0.3, 0.65, 0.7, 0.98),
+    # the quadrants' corner thirds (as far out as the left / right boxes): the box-geometry check
+    "corner-top-left": (0.02, 0.02, 0.35, 0.35),
+    "corner-top-right": (0.65, 0.02, 0.98, 0.35),
+    "corner-bottom-left": (0.02, 0.65, 0.35, 0.98),
+    "corner-bottom-right": (0.65, 0.65, 0.98, 0.98),
+}
+SIDE_BOXES.update(BOXES_2D)
 
 
 @dataclass
@@ -52,18 +69,20 @@ class SamplingConfig:
 
     @classmethod
     def from_model(cls, model: str | Path | None = None) -> SamplingConfig:
-        """Defaults, with height/width/frames from the model's ``toyworld.json`` ``generate`` entry when present."""
+        """Defaults, with the sampling settings the model folder records (``toyworld.json``'s ``generate`` entry,
+        read and checked by ``generation.pipeline.model_settings``, as ``vidlab generate`` reads them)."""
+        from generation.pipeline import model_settings
+
         path = Path(model) if model is not None else WEIGHTS_DIR
         out = cls()
-        meta = path / "toyworld.json"
-        if meta.is_file():
-            gen = json.loads(meta.read_text(encoding="utf-8")).get("generate", {}) or {}
-            for k in ("height", "width", "frames", "steps"):
-                if k in gen:
-                    setattr(out, k, int(gen[k]))
-            for k in ("guidance", "planner_max_box"):
-                if k in gen:
-                    setattr(out, k, float(gen[k]))
+        own = model_settings(str(path.resolve()))  # a folder: never a shipped or built-in model's name
+        recorded = own.values if own is not None else {}
+        for k in ("height", "width", "frames", "steps"):
+            if k in recorded:
+                setattr(out, k, int(recorded[k]))
+        for k in ("guidance", "planner_max_box"):
+            if k in recorded:
+                setattr(out, k, float(recorded[k]))
         return out
 
 
@@ -121,7 +140,10 @@ def side_layout(prompt: str, side: str) -> Any:
 def item_layout(item: EvalItem, method: str, max_box: float = 1.0) -> tuple[Any, Any]:
     """(layout given to ``method``, the true layout) for an item; multi-subject boxes capped at ``max_box``."""
     real = side_layout(item.prompt, item.side) if item.side else planned_layout(item.prompt, max_box)
-    return (swapped_layout(real) if method_base(method) == "placebo" else real), real
+    if method_base(method) != "placebo":
+        return real, real
+    # 2-D items: every box mirrored through the frame's centre (the diagonally opposite quadrant)
+    return (mirrored_layout(real) if item.side in BOXES_2D else swapped_layout(real)), real
 
 
 def load_toyworld_pipeline(model: str | Path | None = None):
@@ -215,6 +237,17 @@ def swapped_layout(layout: Any) -> Any:
             kfs = [(t, (1 - b[2], b[1], 1 - b[0], b[3])) for t, b in s.keyframes]
             new[i] = _with_keyframes(s, kfs)
     return Layout(prompt=layout.prompt, subjects=new, relations=[], planner="placebo-swapped", meta={})
+
+
+def mirrored_layout(layout: Any) -> Any:
+    """Every box mirrored through the frame's centre (both axes): the 2-D items' placebo."""
+    from generation.layout import Layout
+
+    new = [
+        _with_keyframes(s, [(t, (1 - b[2], 1 - b[3], 1 - b[0], 1 - b[1])) for t, b in s.keyframes])
+        for s in layout.subjects
+    ]
+    return Layout(prompt=layout.prompt, subjects=new, relations=[], planner="placebo-mirrored", meta={})
 
 
 def model_fingerprint(pipe: Any) -> str:
@@ -389,6 +422,32 @@ def run_method(
     return out
 
 
+def colour_relation(
+    caption: str, detections: Sequence[Sequence[Any]], share: float = 0.5
+) -> tuple[bool | None, bool | None]:
+    """The caption's spatial relation, and its opposite, judged on COLOUR alone: per frame the largest component of
+    each subject's colour (any shape), the relation holding between their centres in at least ``share`` of the
+    frames. (None, None) for captions that are not two-subject relations or name one colour twice. It separates
+    layout control (where each colour goes) from the shape the model draws there."""
+    from generation.toyworld.metrics import OPPOSITE, relation_holds
+    from generation.toyworld.world import parse_caption
+
+    p = parse_caption(caption)
+    if p.kind != "relation" or len(p.subjects) != 2 or p.subjects[0][0] == p.subjects[1][0]:
+        return None, None
+    (ca, _), (cb, _) = p.subjects
+    rel = p.relation or ""
+    hits = {rel: 0, OPPOSITE[rel]: 0}
+    for fr in detections:
+        a = max((d for d in fr if d.colour == ca), key=lambda d: d.area, default=None)
+        b = max((d for d in fr if d.colour == cb), key=lambda d: d.area, default=None)
+        if a is not None and b is not None:
+            for r in hits:
+                hits[r] += int(relation_holds(r, a.centre, b.centre))
+    n = max(len(detections), 1)
+    return hits[rel] >= share * n, hits[OPPOSITE[rel]] >= share * n
+
+
 def score_record(item: EvalItem, frames: np.ndarray, given: Any, real: Any) -> dict[str, Any]:
     """The detector's verdict on one video: ``VideoScore`` vs the given layout, IoU vs the true one, the position."""
     from generation.toyworld.detect import detect_video
@@ -396,16 +455,106 @@ def score_record(item: EvalItem, frames: np.ndarray, given: Any, real: Any) -> d
     dets = detect_video(frames)
     sc = score_video(item.prompt, frames, layout=given, detections=dets)
     centre = subject_centre(item.prompt, detections=dets)
+    err = two_subject_error(item.prompt, dets)
+    rel_c, swapped_c = colour_relation(item.prompt, dets)
     return {
+        # two-subject relation prompts with distinct colours and shapes: the error class and binding figures
+        "error": err,
         "prompt": item.prompt,
         "item": item.key,
         "side": item.side,
         **sc.to_dict(),
         "iou_real": layout_iou(dets, real),
+        # the relation read off the colours alone (layout control without the shape the model draws)
+        "relation_colour": rel_c,
+        "swapped_colour": swapped_c,
         "cx": None if centre is None else centre[0],
         "cy": None if centre is None else centre[1],
         # towards the item's REAL box side (for the placebo too: it should go negative)
-        "toward": None if centre is None or item.side is None else toward_box(centre[0], item.side),
+        "toward": None
+        if centre is None or item.side not in ("left", "right")
+        else toward_box(centre[0], item.side),
+    }
+
+
+# ---- two-subject error classes (what SCI is meant to fix) -------------------------------------------------
+ERROR_CLASSES = ("correct", "swap", "merge", "drop_one", "drop_both", "shape")
+
+
+def _touch(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    """True when two boxes overlap or abut (no gap between them on either axis)."""
+    return max(a[0], b[0]) <= min(a[2], b[2]) and max(a[1], b[1]) <= min(a[3], b[3])
+
+
+def two_subject_error(
+    caption: str, detections: Sequence[Sequence[Any]], share: float = 0.5
+) -> dict[str, Any] | None:
+    """Which error a two-subject relation video makes, judged by the exact detector; None when undefined.
+
+    Defined for relation captions whose two subjects differ in colour AND shape ("a red circle to the left of a
+    blue square": A = red circle, B = blue square). "Present" means in at least ``share`` of the frames, as
+    ``score_video``'s presence. One class per video, the first that holds:
+
+    * ``correct`` -- both subjects present (colour and shape);
+    * ``swap`` -- both attributes swapped: a red square AND a blue circle present;
+    * ``merge`` -- both colours present, but in ``share`` of the frames the largest component of each colour
+      overlaps or touches the other's box (one blob drawn for two subjects);
+    * ``drop_one`` / ``drop_both`` -- one / neither subject's colour present at all;
+    * ``shape`` -- both colours present and apart, a shape wrong in another way.
+
+    Beside the class, per subject (A, B): ``leak`` -- its colour drawn with the OTHER subject's shape (the binding
+    error), and ``foreign`` -- its colour drawn with a shape the caption does not name (mean over the two such
+    shapes); ``subjects`` -- per subject [told shape, the other's shape, the shapes its colour is drawn as].
+    """
+    from generation.toyworld.world import SHAPES, parse_caption
+
+    p = parse_caption(caption)
+    if p.kind != "relation" or len(p.subjects) != 2:
+        return None
+    (ca, sa), (cb, sb) = p.subjects
+    if ca == cb or sa == sb:
+        return None
+    n = max(len(detections), 1)
+
+    def present(colour: str, shape: str | None) -> bool:
+        hits = sum(
+            any(d.colour == colour and (shape is None or d.shape == shape) for d in fr) for fr in detections
+        )
+        return hits >= share * n
+
+    def largest(fr: Sequence[Any], colour: str) -> Any:
+        cands = [d for d in fr if d.colour == colour]
+        return max(cands, key=lambda d: d.area) if cands else None
+
+    col_a, col_b = present(ca, None), present(cb, None)
+    if present(ca, sa) and present(cb, sb):
+        cls = "correct"
+    elif present(ca, sb) and present(cb, sa):
+        cls = "swap"
+    elif col_a and col_b:
+        touching = 0
+        for fr in detections:
+            da, db = largest(fr, ca), largest(fr, cb)
+            touching += int(da is not None and db is not None and _touch(da.box, db.box))
+        cls = "merge" if touching >= share * n else "shape"
+    elif col_a or col_b:
+        cls = "drop_one"
+    else:
+        cls = "drop_both"
+    others = [sh for sh in SHAPES if sh not in (sa, sb)]
+    leak = [present(ca, sb), present(cb, sa)]
+    foreign = [
+        sum(present(ca, sh) for sh in others) / len(others),
+        sum(present(cb, sh) for sh in others) / len(others),
+    ]
+    drawn_a = [sh for sh in SHAPES if present(ca, sh)]
+    drawn_b = [sh for sh in SHAPES if present(cb, sh)]
+    return {
+        "class": cls,
+        "leak": sum(leak) / 2,
+        "foreign": sum(foreign) / 2,
+        # per subject: (told shape, the other subject's shape, the shapes its colour is drawn as)
+        "subjects": [[sa, sb, drawn_a], [sb, sa, drawn_b]],
     }
 
 
@@ -424,8 +573,10 @@ def per_prompt(records: list[dict[str, Any]], key: str) -> list[float]:
 
 
 __all__ = [
+    "BOXES_2D",
     "METHODS",
     "SIDE_BOXES",
+    "ERROR_CLASSES",
     "EvalItem",
     "RecordCache",
     "SamplingConfig",
@@ -433,6 +584,7 @@ __all__ = [
     "item_layout",
     "load_toyworld_pipeline",
     "method_base",
+    "mirrored_layout",
     "model_fingerprint",
     "multi_items",
     "per_item",
@@ -444,4 +596,5 @@ __all__ = [
     "store",
     "single_items",
     "swapped_layout",
+    "two_subject_error",
 ]

@@ -98,7 +98,7 @@ class TrainConfig:
     dit_batch: int = 16
     dit_lr: float = 1e-3
     # then this many more steps at dit_anneal_lr (0: none). The shipped run: 16000 constant + 6000 annealed; the
-    # shape word started to count only after ~8000 constant steps (generation/README.md, training record)
+    # shape word started to count only after ~8000 constant steps (docs/results/toyworld-wan-training.md)
     dit_anneal_steps: int = 6000
     dit_anneal_lr: float = 1e-4
     dit_sigma_shift: float = 1.0  # training noise levels: shift 1 = uniform (30% below 0.3, where edges form)
@@ -115,6 +115,12 @@ class TrainConfig:
     # UMT5 frozen), or trained jointly from scratch (the earlier weights): trained jointly it collapsed the shape
     # words (cosine 0.97 between "circle" and "square" at their token; 0.16 at initialisation)
     train_text_encoder: bool = False
+    # the text encoder's learning rate as a multiple of the transformer's (only with train_text_encoder=true)
+    dit_te_lr_scale: float = 1.0
+    # a saved toy-world pipeline folder to start from: its VAE is used as it is (stages vae and vaedec are
+    # skipped), the training latents are encoded with it, and the transformer, the text encoder and their EMA
+    # copies start from its weights (a fine-tune, e.g. with train_text_encoder=true); None: from scratch
+    init_from: str | None = None
     ema: float = 0.999
     eval_every: int = 2000  # gate figures (EMA model) every this many transformer steps; 0: never
     eval_seeds: list[int] = field(default_factory=lambda: [100])
@@ -159,7 +165,7 @@ STAGE_KEYS = {
         "vae_frame0_weight",
         "model.vae_decoder_base_dim",
     ),
-    "latents": ("clips", "mix", "world_grid", "world_radius"),
+    "latents": ("clips", "mix", "world_grid", "world_radius", "init_from"),
     # not the step counts of stages 3-4: their schedule is constant, so more steps extend a run exactly
     "vaedec": ("vae_dec_lr", "vae_dec_noise"),
     "dit": (
@@ -171,6 +177,7 @@ STAGE_KEYS = {
         "caption_dropout",
         "dit_captions",
         "train_text_encoder",
+        "dit_te_lr_scale",
         "ema",
         "eval_every",
         "eval_seeds",
@@ -193,6 +200,8 @@ LATER_OPTIONS: dict[str, Any] = {
     "world_grid": 0.0,
     "world_radius": [0.12, 0.15],
     "dit_captions": [],
+    "dit_te_lr_scale": 1.0,
+    "init_from": None,
 }
 
 
@@ -208,9 +217,60 @@ def stage_identity(cfg: TrainConfig, stage: str) -> dict[str, Any]:
     for st in DEPENDS[stage]:
         keys += STAGE_KEYS[st]
     out = {k: flat[k] for k in keys if k not in LATER_OPTIONS or flat[k] != LATER_OPTIONS[k]}
+    if out.get("init_from") is not None:  # the start's weights, not where its folder happens to be
+        out["init_from"] = init_digest(out["init_from"])
     if "model" in out:  # the sampler's shift is not a training setting
         out["model"] = {k: v for k, v in out["model"].items() if k != "flow_shift"}
     return out
+
+
+INIT_PARTS = ("vae", "transformer", "text_encoder")
+
+
+def init_digest(folder: str | Path) -> str:
+    """A short hash of a pipeline folder's VAE, transformer and text encoder weight files (``init_from``'s identity)."""
+    h = hashlib.sha256()
+    root = Path(folder)
+    for part in INIT_PARTS:
+        for f in sorted((root / part).glob("*.safetensors")):
+            h.update(f"{part}/{f.name}".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def load_init(cfg: TrainConfig, vocab_size: int) -> dict[str, Any]:
+    """The parts of ``cfg.init_from`` as modules built from ``cfg.model`` (a mismatch is one clear error).
+
+    Returns ``{"vae", "transformer", "text_encoder", "latents_mean", "latents_std"}``.
+    """
+    from diffusers import AutoencoderKLWan, WanTransformer3DModel
+    from transformers import UMT5EncoderModel
+
+    from generation.toyworld.model import build_text_encoder, build_transformer, build_vae
+
+    root = Path(str(cfg.init_from))
+    loaders = {
+        "vae": AutoencoderKLWan,
+        "transformer": WanTransformer3DModel,
+        "text_encoder": UMT5EncoderModel,
+    }
+    loaded = {part: cls.from_pretrained(root / part) for part, cls in loaders.items()}
+    mean = [float(v) for v in loaded["vae"].config.latents_mean]
+    std = [float(v) for v in loaded["vae"].config.latents_std]
+    built = {
+        "vae": build_vae(cfg.model, mean, std),
+        "transformer": build_transformer(cfg.model),
+        "text_encoder": build_text_encoder(cfg.model, vocab_size),
+    }
+    for part, module in built.items():
+        try:
+            module.load_state_dict(loaded[part].state_dict())
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[-1].strip()[:200]
+            raise UserError(
+                f"init_from={root}: its {part} does not fit this config's model.* settings ({first})"
+            ) from None
+    return {**built, "latents_mean": mean, "latents_std": std}
 
 
 def _check_identity(st: dict, cfg: TrainConfig, stage: str, path: Path) -> None:
@@ -307,7 +367,7 @@ def _vae_batch(cfg: TrainConfig, step: int):
 
     Full frames and whole ``frames``-long clips: both causal chunks (frame 0 alone, then frames 1-4) and the
     per-frame attention at the size the pipeline decodes (crops centred on a shape left full frames out of
-    distribution, issue 21).
+    distribution; measured before commit 063fd2f, 2026-12-01).
     """
     import torch
 
@@ -683,13 +743,25 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], vae_state: dict, root: Pat
     path = root / "dit.safetensors"
     tok = build_word_tokenizer(model_max_length=cfg.model.text_len)
     torch.manual_seed(cfg.seed + 1)
-    te = build_text_encoder(cfg.model, len(tok)).train(cfg.train_text_encoder)
+    te = build_text_encoder(cfg.model, len(tok))
+    tr = build_transformer(cfg.model)
+    if cfg.init_from:  # a fine-tune: both parts (and so their EMA copies) start from the saved folder
+        init = load_init(cfg, len(tok))
+        te, tr = init["text_encoder"], init["transformer"]
+    te.train(cfg.train_text_encoder)
     te.requires_grad_(cfg.train_text_encoder)
-    tr = build_transformer(cfg.model).train()
+    tr.train()
     ema_te, ema_tr = copy.deepcopy(te).eval(), copy.deepcopy(tr).eval()
     pad_bias = use_pad_bias(tr)
     params = list(tr.parameters()) + (list(te.parameters()) if cfg.train_text_encoder else [])
-    opt = torch.optim.AdamW(params, lr=cfg.dit_lr, weight_decay=0.01)
+    if cfg.train_text_encoder and cfg.dit_te_lr_scale != 1.0:
+        groups: list[dict[str, Any]] = [
+            {"params": list(tr.parameters()), "lr_scale": 1.0},
+            {"params": list(te.parameters()), "lr_scale": float(cfg.dit_te_lr_scale)},
+        ]
+        opt = torch.optim.AdamW(groups, lr=cfg.dit_lr, weight_decay=0.01)
+    else:  # one group (what older checkpoints hold)
+        opt = torch.optim.AdamW(params, lr=cfg.dit_lr, weight_decay=0.01)
     parts = {"transformer": tr, "text_encoder": te, "ema_transformer": ema_tr, "ema_text_encoder": ema_te}
     total = cfg.dit_steps + cfg.dit_anneal_steps
     st = _resume(path, cfg, "dit", parts, opt, max_step=total)
@@ -722,7 +794,7 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], vae_state: dict, root: Pat
         # constant after warm-up (the EMA averages): a longer run continues a shorter one exactly
         lr = cfg.dit_lr * min(1.0, (step + 1) / 50) if step < cfg.dit_steps else cfg.dit_anneal_lr
         for gr in opt.param_groups:
-            gr["lr"] = lr
+            gr["lr"] = lr * gr.get("lr_scale", 1.0)
         with torch.set_grad_enabled(cfg.train_text_encoder):
             emb, bias = encode_prompts_compact(tok, te, texts, cfg.model.text_len)
         pad_bias.bias = bias[:, None, None, :]
@@ -802,6 +874,16 @@ def check_config(cfg: TrainConfig) -> None:
             f"dit_captions: {odd} are not training captions (e.g. 'a red square'; the test and validation "
             "multi-subject captions never occur in training)"
         )
+    if cfg.dit_te_lr_scale <= 0:
+        raise UserError(f"dit_te_lr_scale={cfg.dit_te_lr_scale} must be > 0")
+    if cfg.init_from is not None:
+        root = Path(cfg.init_from)
+        missing = [p for p in INIT_PARTS if not any((root / p).glob("*.safetensors"))]
+        if missing:
+            raise UserError(
+                f"init_from={cfg.init_from}: not a toy-world pipeline folder (no safetensors weights for "
+                f"{', '.join(missing)})"
+            )
     unknown = sorted(set(cfg.stages or ()) - set(STAGES))
     if unknown:
         raise UserError(f"stages: unknown {unknown}; known: {list(STAGES)}")
@@ -820,6 +902,8 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
     run = set(cfg.stages or STAGES)
     ident = _identity(cfg)
     t0 = time.perf_counter()
+    if cfg.init_from:  # the saved VAE as it is: no VAE stages
+        return _train_from_init(cfg, out, root, run, ident, t0, progress)
     vae, vae_losses = train_vae(cfg, root, progress)
     dec_losses: list[float] = []
     if "vaedec" in run and "dit" not in run:  # a side process refining the decoder beside the transformer
@@ -844,6 +928,15 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
         "weights": "exponential moving average of the transformer and text encoder",
         "vae_loss_last20": float(np.mean(vae_losses[-20:])),
         "vae_decoder_loss_last20": float(np.mean(dec_losses[-20:])) if dec_losses else None,
+        **_dit_record(cfg, dit_losses, evals, t0),
+    }
+    return save_pipeline(pipe, out, meta)
+
+
+def _dit_record(cfg: TrainConfig, dit_losses: list[float], evals: Any, t0: float) -> dict[str, Any]:
+    """The part of a saved folder's ``toyworld.json`` every transformer stage writes: its losses, evaluations,
+    run time, and the sampling settings ``generate`` (what the folder is sampled with by default)."""
+    return {
         "dit_loss_last50": float(np.mean(dit_losses[-50:])),
         "dit_losses": [round(float(v), 5) for v in dit_losses],
         "evals": evals,
@@ -855,5 +948,50 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
             "steps": cfg.eval_steps,
             "guidance": cfg.sample_guidance,
         },
+    }
+
+
+def _train_from_init(
+    cfg: TrainConfig,
+    out: str | Path,
+    root: Path,
+    run: set[str],
+    ident: dict[str, Any],
+    t0: float,
+    progress: bool,
+) -> Path:
+    """``train`` for ``init_from``: latents from the saved VAE, stage 4 from its transformer and text encoder.
+
+    The latents are normalised by the saved VAE's own ``latents_mean``/``latents_std`` (what its transformer was
+    trained with and what ``WanPipeline`` uses), not by statistics of the re-encoded set.
+    """
+    import torch
+
+    from generation.toyworld.model import assemble_pipeline, save_pipeline
+    from generation.toyworld.tokenizer import build_word_tokenizer
+
+    vocab = len(build_word_tokenizer(model_max_length=cfg.model.text_len))
+    vae = load_init(cfg, vocab)["vae"].eval()
+    if "latents" not in run and "dit" not in run:
+        return root
+    data = build_latents(cfg, vae, root, progress)
+    data = {
+        **data,
+        "mean": torch.tensor(vae.config.latents_mean, dtype=torch.float32),
+        "std": torch.tensor(vae.config.latents_std, dtype=torch.float32),
+    }
+    if "dit" not in run:
+        return root
+    tok, te, tr, dit_losses, evals = train_dit(cfg, data, vae.state_dict(), root, progress)
+    pipe = assemble_pipeline(tok, te, vae, tr, cfg.model)
+    meta = {
+        "what": "toy-world Wan (coloured shapes), fine-tuned by vidlab train-gen-toyworld init_from=...",
+        "config": ident,
+        "init_from": {"path": str(cfg.init_from), "digest": init_digest(str(cfg.init_from))},
+        "text_encoder": "UMT5 trained jointly with the transformer, starting from init_from's weights"
+        if cfg.train_text_encoder
+        else "UMT5 as in init_from, frozen",
+        "weights": "exponential moving average of the transformer and text encoder",
+        **_dit_record(cfg, dit_losses, evals, t0),
     }
     return save_pipeline(pipe, out, meta)

@@ -41,6 +41,7 @@ def test_methods_switch_sci_and_lam_only():
     for m, (enabled, sci, lam) in METHODS.items():
         c = method_comp_attn(base, m)
         assert (c.enabled, c.sci.enabled, c.lam.enabled) == (enabled, sci, lam) and c.lam.alpha_max == 2.5
+        assert c.lam.rule == ("ts_attn" if m == "ts_attn" else "comp_attn")
     inert = method_comp_attn(base, "baseline", capture=True)
     assert inert.enabled and not inert.sci.enabled and not inert.lam.enabled and inert.capture_attention
     assert base.lam.enabled and not base.capture_attention  # the preset's config is not changed
@@ -81,3 +82,23 @@ def test_lam_mask_source_keeps_old_job_identities_unless_it_changes_the_videos()
     boxed = dataclasses.replace(base)
     boxed.generate = dataclasses.replace(base.generate, comp_attn=CompAttnConfig())
     assert identity(fused, suite) != identity(boxed, suite)
+
+
+def test_ts_attn_settings_keep_old_job_identities_unless_they_change_the_videos():
+    import dataclasses
+
+    from generation.compbench.jobs import identity
+
+    suite = type("S", (), {"fingerprint": "f"})()
+    base = resolve(CompbenchConfig, "compbench/tiny")
+    lam = identity(base, suite)["config"]["generate"]["comp_attn"]["lam"]
+    # at their defaults the TS-Attn settings are left out: earlier runs keep their identity and resume
+    assert not {"rule", "ts_step_fraction", "ts_alpha_min", "ts_alpha_max", "ts_erode", "ts_blocks"} & set(
+        lam
+    )
+    other = dataclasses.replace(base)
+    other.generate = dataclasses.replace(base.generate, comp_attn=CompAttnConfig())
+    same = dataclasses.replace(base)
+    same.generate = dataclasses.replace(base.generate, comp_attn=CompAttnConfig())
+    other.generate.comp_attn.lam.ts_alpha_max = 2.0
+    assert identity(other, suite) != identity(same, suite)

@@ -178,7 +178,7 @@ def test_a_text_length_shorter_than_the_worlds_longest_caption_is_refused_in_one
 def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_only_at_its_own_rate(
     tmp_path,
 ):
-    """The two transformer-stage options tried on the shape problem (generation/README.md, training record):
+    """The two transformer-stage options tried on the shape problem (docs/results/toyworld-wan-training.md):
     ``train_text_encoder=false`` keeps UMT5 at its seeded initialisation; ``dit_anneal_steps`` more steps at
     ``dit_anneal_lr`` after ``dit_steps``; the shorter text length travels with the folder."""
     from generation.toyworld.model import build_text_encoder
