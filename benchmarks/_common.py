@@ -6,9 +6,12 @@ Use from a script run as ``python benchmarks/x.py`` (repo root as working direct
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from benchmarks._common import bench_args, time_side_by_side, print_table, emit_json
 
-Conventions: every script accepts ``--quick`` (finishes in under 60 s) and ends by printing ONE line
-of JSON with its figures (``emit_json``); ratios are measured side by side in one run
-(``time_side_by_side`` alternates the contenders round by round, so machine load hits all alike).
+Conventions: every script accepts ``--quick`` (finishes in under 60 s) and ``--smoke`` (the whole benchmark on
+its smallest inputs, seconds: ``vidlab bench --smoke`` and tests/benchmarks/test_smoke.py run it; its figures
+only show that every part runs) and ends by printing ONE line of JSON with its figures (``emit_json``); ratios are
+measured side by side in one run (``time_side_by_side`` alternates the contenders round by round, so machine
+load hits all alike). A benchmark that cannot run on this machine at all (no GPU, no data) says why in one line
+and ends with ``{"skipped": "<why>"}`` (``emit_skipped``).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from collections.abc import Callable, Sequence
 
 
 def bench_args(description: str, epilog: str = "", argv: Sequence[str] | None = None, extra=None):
-    """Parse ``--quick``, ``--repeats`` and ``--budget`` (plus ``extra(parser)``); return the namespace."""
+    """Parse ``--quick``, ``--smoke``, ``--repeats`` and ``--budget`` (plus ``extra(parser)``); return the
+    namespace (``--smoke`` implies ``--quick``)."""
     ap = argparse.ArgumentParser(
         description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--quick", action="store_true", help="small sizes; finishes in under 60 s")
+    add_smoke_arg(ap)
     ap.add_argument(
         "--repeats", type=int, default=None, help="timed rounds per contender (default 3, quick 2)"
     )
@@ -36,11 +41,21 @@ def bench_args(description: str, epilog: str = "", argv: Sequence[str] | None = 
     if extra is not None:
         extra(ap)
     args = ap.parse_args(argv)
+    args.quick = args.quick or args.smoke
     if args.repeats is None:
-        args.repeats = 5
+        args.repeats = 1 if args.smoke else 5
     if args.budget is None:
         args.budget = 0.6 if args.quick else 4.0
     return args
+
+
+def add_smoke_arg(ap: argparse.ArgumentParser) -> None:
+    """The ``--smoke`` flag every benchmark takes (scripts with a parser of their own call this)."""
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the whole benchmark on its smallest inputs (seconds; the figures only show that it runs)",
+    )
 
 
 def time_side_by_side(
@@ -82,6 +97,13 @@ def print_table(rows: list[dict], columns: Sequence[str], file=None) -> None:
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)), file=file)
     file.flush()
+
+
+def emit_skipped(name: str, why: str) -> int:
+    """Say in one line why ``name`` cannot run on this machine, end with ``{"skipped": why}``; exit status 0."""
+    print(f"{name}: skipped: {why}", file=sys.stderr, flush=True)
+    emit_json({"benchmark": name, "skipped": why})
+    return 0
 
 
 def emit_json(figures: dict) -> None:

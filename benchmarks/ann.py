@@ -41,6 +41,7 @@ from benchmarks._common import bench_args, emit_json, print_table  # noqa: E402
 
 EPILOG = """examples:
   python benchmarks/ann.py --quick                       # 20k rows, < 60 s on an idle core
+  python benchmarks/ann.py --smoke                       # 8k rows, two knobs per index, a fresh work folder
   python benchmarks/ann.py --rows 1000000                # IVFFlat, IVF-SQ8, IVF-PQ, HNSW32
   python benchmarks/ann.py --rows 10000000 --indexes ivfsq8,ivfpq --nlist 4096 --queries 200
 """
@@ -620,10 +621,18 @@ def run(args) -> dict:
 def main(argv=None) -> int:
     args = bench_args(__doc__.splitlines()[0], EPILOG, argv, extra=_extra)
     if args.quick:
-        args.rows = min(args.rows, 20_000)
+        args.rows = min(args.rows, 8_000 if args.smoke else 20_000)
         args.queries = min(args.queries, 200)
     t0 = time.perf_counter()
-    res = run(args)
+    if args.smoke:  # every index on a fresh folder (nothing cached from an earlier run), two knobs each
+        import tempfile
+
+        args.nprobe, args.ef_search = "1,8", "16,64"
+        with tempfile.TemporaryDirectory(prefix="vidlab-ann-smoke-") as work:
+            args.work = work
+            res = run(args)
+    else:
+        res = run(args)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     cols = ["index", "knob", "recall@10", "recall@10 in-corpus", "recall@10 new-video", "ms median", "ms p90",
             "cpu ms median", "cpu ms p90", "exact/ann paired cpu median"]  # fmt: skip

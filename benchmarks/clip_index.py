@@ -36,6 +36,7 @@ from benchmarks._common import bench_args, emit_json, print_table, time_side_by_
 
 EPILOG = """examples:
   python benchmarks/clip_index.py --quick          # < 60 s
+  python benchmarks/clip_index.py --smoke          # every measurement on tiny inputs (seconds + Ray start)
   python benchmarks/clip_index.py                  # larger videos, more rounds
   python benchmarks/clip_index.py --search-only --quick   # measurement 3 only
   python benchmarks/ann.py --rows 1000000                 # faiss IVF / HNSW vs exact search
@@ -86,13 +87,13 @@ def bench_clip_sample(args, work: Path) -> dict:
     from vidlab.video import open_video
     from vidlab.video.synth import render_synthetic
 
-    n_frames = 720 if args.quick else 4800
+    n_frames = 520 if args.smoke else 720 if args.quick else 4800  # >= 512: intervals of >= 256 frames
     video = render_synthetic(work / "long.mp4", n_frames, fps=24, width=320, height=240, seed=0, gop=48)
     model = load_model(args.model)
     idx = FrameIndex.build(video, model, "fps=1", cache_dir=work / "cache", progress=False)
     rng = np.random.default_rng(0)
     queries = []
-    for j in range(3 if args.quick else 8):
+    for j in range(2 if args.smoke else 3 if args.quick else 8):
         s = int(rng.integers(0, n_frames // 2))
         e = int(rng.integers(s + 256, n_frames + 1))
         queries.append(
@@ -177,7 +178,7 @@ def bench_indexing(args, work: Path) -> dict:
     from vidlab.distributed.ray_backend import ensure_ray
     from vidlab.video.synth import render_synthetic
 
-    n_videos, n_frames = (6, 120) if args.quick else (12, 720)
+    n_videos, n_frames = (2, 24) if args.smoke else (6, 120) if args.quick else (12, 720)
     vids = [
         render_synthetic(work / "many" / f"v{i}.mp4", n_frames, fps=24, width=160, height=120, seed=i)
         for i in range(n_videos)
@@ -349,7 +350,9 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)  # the 2 cores are shared; more threads than free cores thrash
     if args.quick:
-        args.rows = min(args.rows, 1_000_000)
+        args.rows = min(args.rows, 20_000 if args.smoke else 1_000_000)
+    if args.smoke:
+        args.queries = min(args.queries, 4)
     figures: dict = {"benchmark": "clip_index", "quick": args.quick, "model": args.model, "cores": cores()}
     with tempfile.TemporaryDirectory(prefix="vidlab-bench-") as tmp:
         work = Path(tmp)

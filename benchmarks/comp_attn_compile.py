@@ -1,6 +1,8 @@
 """torch.compile with Comp-Attn on: graph breaks, graphs and the output against eager, on the tiny pipelines.
 
     python benchmarks/comp_attn_compile.py            # Wan2.1 and Wan2.2 forms, eager and aot_eager backends
+    python benchmarks/comp_attn_compile.py --quick    # 2 steps
+    python benchmarks/comp_attn_compile.py --smoke    # 1 step, the eager backend only
 
 For each (variant, backend): Comp-Attn installed (SCI, LAM in both experts' windows, map capture), one eager
 ``comp.generate`` as the reference, then the transformer(s) compiled with ``fullgraph=True`` and the same call
@@ -12,7 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
+import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 PROMPT = "a red cat on the left and a blue dog on the right"
 
@@ -63,9 +69,15 @@ def run(variant: str, backend: str, steps: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--backends", nargs="+", default=["eager", "aot_eager"])
+    ap.add_argument("--steps", type=int, default=None, help="denoising steps (default 4; quick 2; smoke 1)")
+    ap.add_argument("--backends", nargs="+", default=None, help="default eager aot_eager; smoke: eager")
+    ap.add_argument("--quick", action="store_true", help="2 steps")
+    from benchmarks._common import add_smoke_arg
+
+    add_smoke_arg(ap)
     args = ap.parse_args()
+    args.steps = args.steps or (1 if args.smoke else 2 if args.quick else 4)
+    args.backends = args.backends or (["eager"] if args.smoke else ["eager", "aot_eager"])
     rows = [run(v, b, args.steps) for v in ("wan2.1", "wan2.2") for b in args.backends]
     for r in rows:
         print(

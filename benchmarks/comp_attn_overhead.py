@@ -19,6 +19,7 @@ circular figure (biased probabilities on biased steps) is printed beside them fo
 SCI's effect on how alike the subjects' pooled token embeddings are (mean pairwise cosine before / after).
 
   python benchmarks/comp_attn_overhead.py --quick        # < 60 s on a CPU: 1 layer, 1 head x 128
+  python benchmarks/comp_attn_overhead.py --smoke        # seconds: 160x272x21 (1,020 video tokens), 1 prompt
   python benchmarks/comp_attn_overhead.py --skip-cost    # part 2 only
   python benchmarks/comp_attn_overhead.py --device cuda  # 12 heads x 128, 2 layers, bf16 on a GPU
 """
@@ -237,7 +238,7 @@ def cost(args) -> dict:
     }
 
 
-def effect(quick: bool) -> dict:
+def effect(quick: bool, smoke: bool = False) -> dict:
     """Part 2: non-circular in-box attention with LAM off / real layout / placebo layout; SCI cosine."""
     from generation.attention_measure import layout_faithfulness, placebo_layout
     from generation.comp_attn import apply_comp_attn
@@ -252,7 +253,7 @@ def effect(quick: bool) -> dict:
         "a yellow car to the right of a tree",
     ]
     if quick:
-        prompts = prompts[:2]
+        prompts = prompts[:1] if smoke else prompts[:2]
     pipe = build_tiny_pipeline("wan2.1")
     steps = 8
     kw = dict(height=64, width=64, num_frames=17, num_inference_steps=steps, output_type="latent")
@@ -343,13 +344,15 @@ def main(argv=None) -> int:
         args.heads = 1 if args.quick else WAN13B["heads"]
     if args.quick:
         args.repeats = 1
+    if args.smoke:  # the same parts on a small token grid: 6 x 10 x 17 video tokens, 64 text tokens
+        args.height, args.width, args.frames, args.text_len = 160, 272, 21, 64
     torch.manual_seed(0)
     t0 = time.perf_counter()
     out = {"benchmark": "comp_attn_overhead", "quick": bool(args.quick)}
     if not args.skip_cost:
         out.update(cost(args))
     if not args.skip_effect:
-        out.update(effect(args.quick))
+        out.update(effect(args.quick, args.smoke))
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     emit_json(out)
     return 0

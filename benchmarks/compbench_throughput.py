@@ -10,6 +10,7 @@ Target: ``steady_speedup >= 0.85 * parallel_headroom_2proc`` (``ratio_to_headroo
 one thread (Ray sets OMP_NUM_THREADS from num_cpus; torch.set_num_threads(1) as well).
 
   python benchmarks/compbench_throughput.py --quick      # tiny pipeline, 16x16, 5 frames, 2 steps
+  python benchmarks/compbench_throughput.py --smoke      # the same with 4 items per run and a short busy loop
   python benchmarks/compbench_throughput.py --items 24   # more items per run: steadier figures
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,14 +99,15 @@ def main(argv=None) -> int:
     args = bench_args(
         __doc__.split("\n")[0], extra=lambda ap: ap.add_argument("--items", type=int, default=None)
     )
-    items = args.items or (8 if args.quick else 16)
+    items = args.items or (4 if args.smoke else 8 if args.quick else 16)
+    busy = 30 if args.smoke else 150 if args.quick else 400
     import ray
 
     from generation.compbench.config import CompbenchConfig
     from generation.compbench.jobs import generate_run
     from vidlab.config import resolve
 
-    head = busy_headroom(150 if args.quick else 400)
+    head = busy_headroom(busy)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="cb-bench-"))
     suite = write_suite(tmp / "suite")
     per_cat = max(1, items // 2)  # two methods per prompt, one category
@@ -123,7 +126,7 @@ def main(argv=None) -> int:
                     f"prompts_per_category={per_cat}",
                     "methods=[baseline,both]",
                     "run.backend=ray",
-                    f"run.num_workers={k}",
+                    f"run.workers={k}",
                     "run.progress=false",
                 ],
             )
@@ -143,7 +146,8 @@ def main(argv=None) -> int:
             )
     finally:
         ray.shutdown()
-    after = busy_headroom(150 if args.quick else 400)  # measured again: the machine's load drifts
+        shutil.rmtree(tmp, ignore_errors=True)  # the suite and the runs' videos
+    after = busy_headroom(busy)  # measured again: the machine's load drifts
     head = {
         "t1": (head["t1"] + after["t1"]) / 2,
         "t2": (head["t2"] + after["t2"]) / 2,

@@ -43,6 +43,7 @@ from vidlab.paths import cache_dir  # noqa: E402
 
 EPILOG = """examples:
   python benchmarks/decode.py --quick      # 320x180, short 750 / long 6000 frames, 16 and 32 frames (< 60 s)
+  python benchmarks/decode.py --smoke      # 160x96, short 120 / long 240 frames, 16 frames, 3 rounds
   python benchmarks/decode.py              # 640x360, short 3000 / long 174000 frames (2 h 0 m 50 s at 24 fps)
   python benchmarks/decode.py --resume /tmp/dec   # saves each file's cases; run again to continue
   python benchmarks/decode.py --quick --files short-250 --repeats 9   # one file, 9 paired rounds
@@ -292,14 +293,16 @@ def main(argv=None) -> int:
     from vidlab.video.testing import codes_of
 
     counts: tuple[int, ...]
-    if args.quick:
+    if args.smoke:  # every file, peer and case kind once over: 160x96, short 120 / long 240 frames, 16 frames
+        width, height, chunk, tiles, counts = 160, 96, 120, 2, (16,)
+    elif args.quick:
         width, height, chunk, tiles, counts = 320, 180, 750, 8, (16, 32)
     else:
         width, height, chunk, tiles, counts = 640, 360, 3000, 58, (16, 32, 128)
     have = available_backends()
     t_start = time.perf_counter()
     load_start = _load()
-    rounds = max(7, args.repeats)
+    rounds = 3 if args.smoke else max(7, args.repeats)
     files = []
     for gop in (30, 250):
         short = render_chunk(width, height, chunk, gop)

@@ -1,4 +1,4 @@
-"""Latency figures that used to be wall-clock asserts in tests (issue 9): now measured here, as ratios.
+"""Latency figures that used to be wall-clock asserts in tests: now measured here, as ratios.
 
 * ``tokenizer_build``: building the tiny offline T5-style tokenizer from scratch (cache cleared),
   against tokenizing one prompt with the built tokenizer in the same run.

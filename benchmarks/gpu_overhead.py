@@ -15,7 +15,11 @@ inactive overhead is timed the same way on a step outside the window.
 
   python benchmarks/gpu_overhead.py                       # both models, both backends (~5 min on one H100/H200)
   python benchmarks/gpu_overhead.py --models 1.3b --rounds 2
-On a machine without a CUDA GPU it refuses with one line and exit status 2 (nothing is built).
+  python benchmarks/gpu_overhead.py --quick               # 1.3B, native SDPA, 2 rounds
+  python benchmarks/gpu_overhead.py --smoke               # on the CPU: both models shrunk to 1 layer x 1 head
+On a machine without a CUDA GPU it refuses with one line and exit status 2 (nothing is built); with --quick
+(`vidlab bench --quick`) it says so in one line and ends with {"skipped": ...}. --smoke runs every part of
+the benchmark on the CPU at 32x32x5 with one layer and one head: its figures only show that it runs.
 """
 
 from __future__ import annotations
@@ -73,7 +77,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=None, help="override the layer count (tests, smoke runs)")
     ap.add_argument("--heads", type=int, default=None, help="override the head count (tests, smoke runs)")
     ap.add_argument("--device", default="cuda", help="cuda[:N]; 'cpu' only for the tiny smoke test")
-    return ap.parse_args(argv)
+    ap.add_argument("--quick", action="store_true", help="Wan2.1-1.3B, native SDPA, 2 rounds")
+    ap.add_argument(
+        "--smoke", action="store_true", help="on the CPU, both models at 1 layer x 1 head, 32x32x5, 1 round"
+    )
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.device, args.layers, args.heads, args.rounds = "cpu", 1, 1, 1
+        args.height, args.width, args.frames, args.text_len = 32, 32, 5, 16
+    elif args.quick:
+        args.models, args.backends, args.rounds = ["1.3b"], ["native"], 2
+    return args
 
 
 def require_gpu(device: str) -> None:
@@ -104,7 +118,7 @@ def transformer_config(model: str, layers: int | None = None, heads: int | None 
 def build_transformer(cfg: dict[str, Any], device: str, dtype: Any) -> Any:
     """Random-weight ``WanTransformer3DModel`` created directly on ``device``, its weights then cast to
     ``dtype`` except those diffusers keeps in float32 (``_keep_in_fp32_modules``: rope, time embedder,
-    norms, scale-shift tables), as ``from_pretrained(..., torch_dtype=dtype)`` loads them. Peak memory while
+    norms, scale-shift tables), as ``from_pretrained(..., dtype=dtype)`` loads them. Peak memory while
     building: the float32 model (56 GiB for 14B), freed before anything is timed."""
     import torch
     from diffusers import WanTransformer3DModel
@@ -265,8 +279,8 @@ def measure(model: str, backend: str, args: argparse.Namespace) -> dict[str, Any
             "inactive_overhead_paired": round(ina, 4),
             "end_to_end_overhead_est": round(f * act + (1 - f) * ina, 4),
             "step_fraction": f,
-            "peak_gib_off": round(mem.get("off", float("nan")), 2),
-            "peak_gib_lam": round(mem.get("lam", float("nan")), 2),
+            "peak_gib_off": round(mem["off"], 2) if "off" in mem else None,  # None: not on a GPU
+            "peak_gib_lam": round(mem["lam"], 2) if "lam" in mem else None,
             "rounds": args.rounds,
         }
     )
@@ -277,8 +291,13 @@ def measure(model: str, backend: str, args: argparse.Namespace) -> dict[str, Any
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        require_gpu(args.device)
+        if not args.smoke:
+            require_gpu(args.device)
     except NoGPUError as e:
+        if args.quick:
+            from benchmarks._common import emit_skipped
+
+            return emit_skipped("gpu_overhead", str(e))
         print(f"gpu_overhead: {e}", file=sys.stderr)
         return 2
     import torch
@@ -286,7 +305,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     out: dict[str, Any] = {
         "benchmark": "gpu_overhead",
-        "gpu": torch.cuda.get_device_name(0),
+        "smoke": bool(args.smoke),
+        "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none (cpu smoke run)",
         "torch": torch.__version__,
         "resolution": f"{args.width}x{args.height}x{args.frames}",
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),

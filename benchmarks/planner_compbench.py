@@ -4,6 +4,10 @@
 prints one line per figure and a final JSON line. DATA_DIR holds ``prompts/`` and ``meta_data/`` (default ``../shared/data/t2v-compbench``
 next to the repository). The expected values are read from the benchmark's metadata where it exists
 (subjects, counts; for dynamic attributes the head noun of ``state 0``) and from direction/relation words in the prompt, independently of the planner's patterns.
+
+``--smoke`` measures a 14-prompt suite in the benchmark's layout, written by the script (two prompts per
+category, with their metadata), so the whole measurement runs where the data is absent; ``--quick`` without the
+data ends with ``{"skipped": ...}`` (the full measurement reads the real prompts).
 """
 
 from __future__ import annotations
@@ -170,8 +174,55 @@ def measure(plan: Callable[[str], Layout], data: Path = DEFAULT_DATA) -> dict[st
     return out
 
 
+SMOKE_PROMPTS = {
+    "1_consistent_attr.txt": ["A green car parks beside a yellow house", "A white cat sleeps on a blue sofa"],
+    "2_dynamic_attr.txt": [
+        "A timelapse of a banana turning from green to brown",
+        "An ice cube melting into water",
+    ],
+    "3_spatial_relationship.txt": ["A dog on the left of a bicycle", "A lamp above a wooden table"],
+    "4_motion_binding.txt": [
+        "A ball rolling to the left across a floor",
+        "A bird flying upwards into the sky",
+    ],
+    "5_action_binding.txt": ["A horse runs while a dog sleeps", "A boy reads as a girl paints"],
+    "6_interaction.txt": ["Two robots shake hands", "A cat chases a mouse"],
+    "7_numeracy.txt": ["three apples on a plate", "two ducks swim past one boat"],
+}
+
+
+def write_smoke_suite(root: Path) -> Path:
+    """A tiny suite in T2V-CompBench's layout (prompts/ and the meta_data/ files ``measure`` reads)."""
+    (root / "prompts").mkdir(parents=True, exist_ok=True)
+    (root / "meta_data").mkdir(exist_ok=True)
+    for name, lines in SMOKE_PROMPTS.items():
+        (root / "prompts" / name).write_text("\n".join(lines), encoding="utf-8")
+    attr, dyn, spatial, motion, action, _, num = SMOKE_PROMPTS.values()
+    meta = {
+        "consistent_attribute_binding.json": [
+            {"prompt": attr[0], "phrases": "a green car; a yellow house"},
+            {"prompt": attr[1], "phrases": "a white cat; a blue sofa"},
+        ],
+        "action_binding.json": [
+            {"prompt": action[0], "phrase_0": ["a horse?"], "phrase_1": ["a dog?"]},
+            {"prompt": action[1], "phrase_0": ["a boy?"], "phrase_1": ["a girl?"]},
+        ],
+        "dynamic_attribute_binding.json": [
+            {"prompt": dyn[0], "state 0": "A green banana", "state 1": "A brown banana"},
+            {"prompt": dyn[1], "state 0": "An ice cube", "state 1": "Water"},
+        ],
+        "generative_numeracy.json": [
+            {"prompt": num[0], "objects": "apple", "numbers": "3"},
+            {"prompt": num[1], "objects": "duck,boat", "numbers": "2,1"},
+        ],
+    }
+    for name, rows in meta.items():
+        (root / "meta_data" / name).write_text(json.dumps(rows), encoding="utf-8")
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the figures; exit 2 when the data is missing."""
+    """Print the figures; exit 2 when the data is missing (``--quick``: skipped)."""
     ap = argparse.ArgumentParser(
         description="Measure a layout planner on T2V-CompBench prompts.",
         epilog="example: python benchmarks/planner_compbench.py ../shared/data/t2v-compbench",
@@ -184,13 +235,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--quick", action="store_true", help="accepted for `vidlab bench` (the check takes seconds)"
     )
+    ap.add_argument(
+        "--smoke", action="store_true", help="a 14-prompt suite the script writes (no data needed)"
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="vidlab-planner-smoke-") as tmp:
+            return report(args, write_smoke_suite(Path(tmp)))
     if not (args.data / "prompts").is_dir():
-        print(f"no T2V-CompBench data at {args.data} (needs prompts/ and meta_data/)", file=sys.stderr)
+        why = f"no T2V-CompBench data at {args.data} (needs prompts/ and meta_data/)"
+        if args.quick:
+            from benchmarks._common import emit_skipped
+
+            return emit_skipped("planner_compbench", why)
+        print(why, file=sys.stderr)
         return 2
+    return report(args, args.data)
+
+
+def report(args: argparse.Namespace, data: Path) -> int:
+    """Measure the planner on ``data``, print the figures and the final JSON line."""
     from generation.planners import plan_layout
 
-    figures = measure(lambda p: plan_layout(p, planner=args.planner), args.data)
+    figures = measure(lambda p: plan_layout(p, planner=args.planner), data)
     for key in (
         "attr_recall",
         "action_recall",

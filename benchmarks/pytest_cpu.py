@@ -2,6 +2,8 @@
 
     VIDLAB_TEST_PROFILE=/tmp/prof nice -n 10 env OMP_NUM_THREADS=1 python -m pytest -q -n 2 --dist loadgroup
     python benchmarks/pytest_cpu.py /tmp/prof [--lint-s 6] [--write-costs tests/cpu_seconds.json]
+    python benchmarks/pytest_cpu.py --quick     # profiles two small test modules itself (-n 2), then reports
+    python benchmarks/pytest_cpu.py --smoke     # the same on one worker (no pytest-xdist)
 
 The profile (tests/conftest.py, ``_CpuProfile``) records per test the CPU seconds of the xdist worker, of its
 reaped children and of its descendants sampled every 0.2 s; a test's cost here is its own CPU plus the larger
@@ -90,12 +92,47 @@ def replay(tests: dict[str, dict], order: dict[str, list[str]], workers: int = 2
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("profile", type=Path, help="the VIDLAB_TEST_PROFILE folder")
+    ap.add_argument(
+        "profile", type=Path, nargs="?", help="the VIDLAB_TEST_PROFILE folder (--quick/--smoke: made here)"
+    )
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--lint-s", type=float, default=0.0, help="seconds of ruff + mypy to add to the estimate")
     ap.add_argument("--write-costs", type=Path, help="write the per-test CPU seconds table here")
+    ap.add_argument("--quick", action="store_true", help=f"profile {' '.join(SAMPLE)} with -n 2 first")
+    ap.add_argument("--smoke", action="store_true", help="profile the same on one worker first")
     args = ap.parse_args(argv)
-    tests, starts = load(args.profile)
+    if args.profile is None and not (args.quick or args.smoke):
+        ap.error("give the profile folder, or --quick / --smoke to profile a small sample of the tests here")
+    if args.profile is not None:
+        return report(args, args.profile)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="vidlab-pytest-profile-") as tmp:
+        profile_sample(Path(tmp), workers=0 if args.smoke else 2)
+        return report(args, Path(tmp))
+
+
+# Two small, fast test modules: enough for every part of the report (workers, units, the replayed schedule).
+SAMPLE = ("tests/vidlab/test_io.py", "tests/vidlab/test_config.py")
+
+
+def profile_sample(folder: Path, workers: int) -> None:
+    """Run pytest on :data:`SAMPLE` with ``VIDLAB_TEST_PROFILE=folder`` (``workers`` 0: without xdist)."""
+    import os
+    import subprocess
+
+    dist = ["-n", str(workers), "--dist", "loadgroup"] if workers else ["-p", "no:xdist"]
+    env = {**os.environ, "VIDLAB_TEST_PROFILE": str(folder), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *dist, *SAMPLE]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+        raise SystemExit(f"pytest on the sample failed (exit {proc.returncode}): " + " | ".join(tail))
+
+
+def report(args: argparse.Namespace, profile: Path) -> int:
+    """Print where the profiled run's CPU time went and the final JSON line."""
+    tests, starts = load(profile)
     total = sum(t["cost"] for t in tests.values())
     print(
         f"{len(tests)} tests, {total:.1f} CPU s ({sum(t['self'] for t in tests.values()):.1f} in the workers)"

@@ -1,6 +1,6 @@
 """Cost per ``clip_sample`` call on a rollout worker: one CLIP per worker vs a shared Ray actor for text queries.
 
-    python benchmarks/rl_clip_tool.py [--calls 20] [--frames 1200] [--no-ray] [--quick]
+    python benchmarks/rl_clip_tool.py [--calls 20] [--frames 1200] [--no-ray] [--quick | --smoke]
 
 Measured side by side in one run, all on CPU with one intra-op thread:
 1. the ViT-B/16 text tower (OpenAI CLIP's architecture, random weights: the cost is the architecture's) embedding
@@ -57,8 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=1200)
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray actor measurement")
     ap.add_argument("--quick", action="store_true", help="5 calls over 240 frames")
+    ap.add_argument("--smoke", action="store_true", help="2 calls over 60 frames (every part, seconds)")
     args = ap.parse_args(argv)
-    if args.quick:
+    if args.smoke:
+        args.calls, args.frames = 2, 60
+    elif args.quick:
         args.calls, args.frames = 5, 240
     import torch
 

@@ -24,14 +24,22 @@ def main() -> None:
         help="length of the synthetic video (10 fps, 320x240; default 2400)",
     )
     ap.add_argument("--quick", action="store_true", help="a 1,000-frame video (under a minute)")
+    ap.add_argument("--smoke", action="store_true", help="a 450-frame video (seconds)")
     args = ap.parse_args()
-    args.frames = args.frames or (1000 if args.quick else 2400)
+    args.frames = args.frames or (450 if args.smoke else 1000 if args.quick else 2400)
+    if args.frames < 401:
+        ap.error(f"--frames {args.frames}: the ranges are at least 400 frames long, give 401 or more")
+
+    n = args.frames
+    with tempfile.TemporaryDirectory(prefix="vidlab-bench-") as tmp:
+        run(n, Path(tmp))
+
+
+def run(n: int, d: Path) -> None:
     from understanding.agents import ClipAgent
     from vidlab.clip import TINY_MODEL, FrameIndex, Sampling, load_model
     from vidlab.video.synth import render_synthetic
 
-    n = args.frames
-    d = Path(tempfile.mkdtemp())
     video = render_synthetic(d / "v.mp4", n, fps=10, width=320, height=240, seed=0)
     model = load_model(TINY_MODEL)
     t = time.perf_counter()

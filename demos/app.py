@@ -131,14 +131,21 @@ def demo_presets() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``vidlab demo``: resolve the config, build the app, serve until interrupted."""
+def demo_config(argv: list[str] | None = None) -> DemoConfig:
+    """The config ``vidlab demo ARGV`` serves: DemoConfig's defaults <- ``--preset`` (else
+    ``$VIDLAB_DEMO_PRESET``) <- ``key=value`` overrides <- ``--host``/``--port``. With no preset it is the
+    defaults themselves, which is what ``--preset default`` gives too (that preset sets nothing)."""
     from vidlab.config import config_from_args
 
     args = _parser().parse_args(argv)
     if not getattr(args, "preset", None) and os.environ.get("VIDLAB_DEMO_PRESET"):
         args.preset = os.environ["VIDLAB_DEMO_PRESET"]  # a Space cannot pass flags
-    cfg = config_from_args(DemoConfig, args, {"host": args.host, "port": args.port})
+    return config_from_args(DemoConfig, args, {"host": args.host, "port": args.port})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``vidlab demo``: resolve the config, build the app, serve until interrupted."""
+    cfg = demo_config(argv)
     host, port = server_address(cfg)  # a bad $GRADIO_SERVER_PORT fails here, before any model loads
     demo = build_demo(cfg)
     print(f"vidlab demo on http://{host}:{port or '<any free port>'} (Ctrl+C stops it)", flush=True)

@@ -1,7 +1,8 @@
 """The demo's settings: which models it serves and the caps that keep one request from taking the machine.
 
-Resolved like every vidlab config: dataclass defaults <- ``--preset NAME|PATH`` (``configs/demo*.yaml``)
-<- ``key=value`` overrides. The generation model is itself a ``vidlab generate`` preset, so switching the demo
+Resolved like every vidlab config: dataclass defaults <- ``--preset NAME|PATH`` (``configs/demo/*.yaml``)
+<- ``key=value`` overrides. The defaults below are the one source of the demo's settings: ``vidlab demo`` and
+``vidlab demo --preset default`` resolve to the same config (``configs/demo/default.yaml`` sets nothing). The generation model is itself a ``vidlab generate`` preset, so switching the demo
 from the tiny random pipeline to a trained one (or to real Wan weights) is a preset change, not a code change.
 """
 
@@ -19,10 +20,12 @@ MAX_SEED = 2**53 - 1
 class DemoGenerationConfig:
     """The generation tab: model preset, defaults shown in the UI, and hard caps."""
 
-    preset: str = "toyworld"  # a `vidlab generate` preset name or path (toyworld, tiny, wan2.1-t2v-1.3b, ...)
+    # a `vidlab generate` preset name or path (generate/toyworld-calibrated, tiny, wan2.1-t2v-1.3b, ...); the
+    # default is the small Wan trained on the coloured-shapes world with Comp-Attn's strengths calibrated for it
+    preset: str = "generate/toyworld-calibrated"
     prompt: str = "a red circle to the left of a blue square"  # the prompt the page opens with
     overrides: list[str] = field(default_factory=list)  # key=value applied to that preset
-    planner: str = "rule"  # rule | llm: fills in subjects and boxes from the prompt
+    planner: Literal["rule", "llm"] = "rule"  # fills in subjects and boxes from the prompt
     attention_maps: bool = True  # capture per-subject cross-attention maps (costs a little time)
     max_steps: int = field(default=50, metadata={"range": (1, 1000)})
     max_frames: int = field(default=81, metadata={"range": (1, 1000)})

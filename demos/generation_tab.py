@@ -4,12 +4,17 @@
 controller carries per-call state, so two requests must never share it mid-run: a lock guards it, and the
 Gradio event has concurrency 1 on top). The layout lives in a table of boxes, one row per subject and
 keyframe, in the same format as ``vidlab generate --layout`` (``Layout.to_dict``); a canvas edits the boxes
-of one keyframe by dragging, and both redraw the preview at once.
+of one keyframe by dragging, and both redraw the preview at once. Generate with an empty table plans the
+boxes first (the same planner as 'Plan layout') and fills the table with the plan it used.
+
+Under each video (each half of the side by side) a caption gives the verdict of the toy world's exact detector
+where the model has one: every subject drawn? the relation? IoU with the boxes; a wrong video says so in red.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
 import threading
 import time
 from pathlib import Path
@@ -164,6 +169,15 @@ def keyframe_times(rows: Any) -> list[str]:
     return [f"{t:g}" for t in sorted(times)] or ["0"]
 
 
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1
+        return ImageFont.load_default()
+
+
 def check_seed(value: Any) -> int:
     """The seed as an int in 0..MAX_SEED (empty = 0); anything else is a DemoInputError saying the range."""
     if value is None or value == "":
@@ -180,10 +194,27 @@ def check_seed(value: Any) -> int:
     return seed
 
 
+LABEL_BAND, LABEL_GAP = 22, 4  # the label band's height above the halves, the white gap between them (pixels)
+
+
+def label_spans(half_width: int, labels: tuple[str, str]) -> list[tuple[float, float]]:
+    """Where each label's text runs on the side-by-side frame, ``(x_start, x_end)`` in its pixels (the text
+    centred in its half, drawn from y=3 in the :data:`LABEL_BAND` band)."""
+    from PIL import Image, ImageDraw
+
+    draw, font = ImageDraw.Draw(Image.new("RGB", (1, 1))), _font(14)
+    spans = []
+    for k, text in enumerate(labels):
+        tw = float(draw.textlength(text, font=font))
+        x0 = k * (half_width + LABEL_GAP) + max(2.0, (half_width - tw) / 2)
+        spans.append((x0, x0 + tw))
+    return spans
+
+
 def label_halves(left: np.ndarray, right: np.ndarray, labels: tuple[str, str]) -> np.ndarray:
     """``[N, H, 2W + gap, 3]``: the two videos side by side, each under a band that names it, drawn on the
     video itself. Small videos are scaled up (nearest) first so the labels are legible."""
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw
 
     n, h, w, _ = left.shape
     scale = max(1, -(-160 // w))  # each half at least 160 px wide
@@ -191,18 +222,12 @@ def label_halves(left: np.ndarray, right: np.ndarray, labels: tuple[str, str]) -
         left = left.repeat(scale, axis=1).repeat(scale, axis=2)
         right = right.repeat(scale, axis=1).repeat(scale, axis=2)
         h, w = h * scale, w * scale
-    gap = 4
-    band = 22
+    gap, band = LABEL_GAP, LABEL_BAND
     header = Image.new("RGB", (2 * w + gap, band), (0, 0, 0))
     draw = ImageDraw.Draw(header)
-    try:
-        font: Any = ImageFont.load_default(size=14)
-    except TypeError:  # Pillow < 10.1
-        font = ImageFont.load_default()
-    for k, text in enumerate(labels):
-        x0 = k * (w + gap)
-        tw = draw.textlength(text, font=font)
-        draw.text((x0 + max(2, (w - tw) / 2), 3), text, fill=(255, 255, 255), font=font)
+    font = _font(14)
+    for (x0, _), text in zip(label_spans(w, labels), labels):
+        draw.text((x0, 3), text, fill=(255, 255, 255), font=font)
     head = np.broadcast_to(np.asarray(header), (n, band, 2 * w + gap, 3))
     sep = np.full((n, h, gap, 3), 255, dtype=np.uint8)
     body = np.concatenate([left, sep, right], axis=2)
@@ -215,6 +240,151 @@ def label_halves(left: np.ndarray, right: np.ndarray, labels: tuple[str, str]) -
 
 
 COMPARE_LABELS = ("without Comp-Attn", "with Comp-Attn")
+
+
+# ------------------------------------------------------------------------------------- attention thumbnails
+def _spread(items: list[int], most: int) -> list[int]:
+    """At most ``most`` of ``items``, evenly spaced, first and last kept."""
+    if len(items) <= most:
+        return list(items)
+    picks = sorted({round(k * (len(items) - 1) / (most - 1)) for k in range(most)})
+    return [items[i] for i in picks]
+
+
+def attention_thumbnail(maps: Any, g: int, most_steps: int = 6, most_frames: int = 3, cell: int = 56) -> Any:
+    """One subject's cross-attention as a legible, roughly square PIL image (the gallery shows square tiles).
+
+    At most ``most_steps`` denoising steps (LAM-biased ones marked) and ``most_frames`` latent frames. Each
+    step is a labelled block holding its frames left to right; the blocks are laid out in the grid closest to
+    square. Each map is scaled up (nearest) in the magma colours, normalised per step, with the layout mask's
+    cells outlined in cyan; the subject's name is the title."""
+    import math
+
+    from matplotlib import colormaps
+    from PIL import Image, ImageDraw
+
+    steps = _spread(list(maps.steps), most_steps)
+    frames = _spread(list(range(int(maps.grid[0]))), most_frames)
+    h, w = int(maps.grid[1]), int(maps.grid[2])
+    k = max(1, cell // max(h, w))
+    ch, cw = h * k, w * k
+    pad, label, head = 6, 16, 44
+    block_w, block_h = len(frames) * (cw + 2) + pad, label + ch + pad
+    cols = min(
+        range(1, len(steps) + 1),
+        key=lambda c: abs(math.log((c * block_w + pad) / (head + math.ceil(len(steps) / c) * block_h + pad))),
+    )
+    rows = math.ceil(len(steps) / cols)
+    small, big = _font(12), _font(18)
+    name = str(maps.names[g])
+    legend = (
+        f"latent frame{'s' if len(frames) > 1 else ''} {', '.join(map(str, frames))} left to right; box: cyan"
+    )
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    text_w = max(probe.textlength(name, font=big), probe.textlength(legend, font=small))
+    width, height = max(cols * block_w + pad, math.ceil(text_w) + 2 * pad), head + rows * block_h + pad
+    img = Image.new("RGB", (width, height), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    draw.text((pad, 2), name, fill=(0, 0, 0), font=big)
+    draw.text((pad, 24), legend, fill=(80, 80, 80), font=small)
+    cmap = colormaps["magma"]
+    mask = None if maps.masks is None else maps.masks[g]
+    for n, step in enumerate(steps):
+        m = maps.map(step)[g]
+        m = m / max(float(m.max()), 1e-30)
+        bx, by = pad + (n % cols) * block_w, head + (n // cols) * block_h
+        tag = f"step {step}" + (" (LAM)" if maps.step_biased(step) else "")
+        draw.text((bx, by), tag, fill=(0, 0, 0), font=small)
+        for i, f in enumerate(frames):
+            x0, y0 = bx + i * (cw + 2), by + label
+            rgb = (cmap(m[f])[..., :3] * 255).astype(np.uint8).repeat(k, 0).repeat(k, 1)
+            img.paste(Image.fromarray(rgb), (x0, y0))
+            if mask is not None and mask[f].any():
+                _outline(draw, mask[f], x0, y0, k)
+    return img
+
+
+def _outline(draw: Any, mask: np.ndarray, x0: int, y0: int, k: int) -> None:
+    """Cyan edges around the mask's cells (every cell side that borders a cell outside the mask)."""
+    hh, ww = mask.shape
+    for i in range(hh):
+        for j in range(ww):
+            if not mask[i, j]:
+                continue
+            xa, ya, xb, yb = x0 + j * k, y0 + i * k, x0 + (j + 1) * k - 1, y0 + (i + 1) * k - 1
+            if i == 0 or not mask[i - 1, j]:
+                draw.line([(xa, ya), (xb, ya)], fill=(0, 255, 255))
+            if i == hh - 1 or not mask[i + 1, j]:
+                draw.line([(xa, yb), (xb, yb)], fill=(0, 255, 255))
+            if j == 0 or not mask[i, j - 1]:
+                draw.line([(xa, ya), (xa, yb)], fill=(0, 255, 255))
+            if j == ww - 1 or not mask[i, j + 1]:
+                draw.line([(xb, ya), (xb, yb)], fill=(0, 255, 255))
+
+
+def save_attention_thumbnails(maps: Any, out_dir: Path) -> list[tuple[str, str]]:
+    """Each subject's thumbnail as a PNG in ``out_dir`` with a short caption (its name): [(path, caption)]."""
+    from vidlab.io import atomic_open
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    items = []
+    for g, name in enumerate(maps.names):
+        path = out_dir / f"subject_{g:02d}.png"
+        with atomic_open(path, "wb") as fh:
+            attention_thumbnail(maps, g).save(fh, format="PNG")
+        items.append((str(path), str(name)))
+    return items
+
+
+# ----------------------------------------------------------------------------------------- verdict captions
+def verdict_ok(v: dict[str, Any] | None) -> bool | None:
+    """Right (True), wrong (False) or not known (None): every subject drawn, and the relation and the count
+    where the prompt asks for one."""
+    if not v or "error" in v:
+        return None
+    return bool(v.get("presence")) and v.get("relation") is not False and v.get("count") is not False
+
+
+def verdict_caption(label: str, summary: dict[str, Any], half: str) -> str:
+    """One video's caption (HTML): the detector's verdict, what the prompt asked beside it, wrong in red."""
+    v = summary.get("verdict")
+    ok = verdict_ok(v)
+    asked = html.escape(str(summary.get("prompt", "")))
+    if v is None:
+        colour, head = "#6b7280", "no exact detector for this model"
+        body = (
+            f"only the toy world has one ({html.escape(str(summary.get('model')))} is judged by eye); "
+            f"asked: “{asked}”"
+        )
+    elif ok is None:
+        colour, head, body = "#6b7280", "not judged", html.escape(str(v.get("error", "")))
+    else:
+        yes = {True: "yes", False: "NO", None: "-"}
+        parts = [f"every subject drawn: <b>{yes[v['presence']]}</b>"]
+        if v.get("relation") is not None:
+            parts.append(f"relation: <b>{yes[v['relation']]}</b>")
+        if v.get("count") is not None:
+            parts.append(f"count: <b>{yes[v['count']]}</b>")
+        if v.get("iou") is not None:
+            parts.append(f"IoU with the boxes: <b>{float(v['iou']):.2f}</b>")
+        colour = "#15803d" if ok else "#b91c1c"
+        head = "✓ RIGHT" if ok else "✗ WRONG"
+        body = " · ".join(parts) + f"<br>asked: “{asked}”"
+    return (
+        f'<div class="gen-verdict-item" data-half="{half}" data-ok="{str(ok).lower()}" '
+        f'style="flex:1 1 0;min-width:0;border:2px solid {colour};border-radius:6px;padding:6px 8px;'
+        f'font-size:14px;line-height:1.35">'
+        f'<div><b>{html.escape(label)}</b>: <b style="color:{colour}">{head}</b></div>'
+        f'<div style="color:#111827">{body}</div>'
+        f'<div style="color:#6b7280;font-size:12px">toy-world detector: exact, learning-free, on the frames '
+        f"drawn</div></div>"
+    )
+
+
+def verdict_html(items: list[tuple[str, dict[str, Any], str]]) -> str:
+    """The captions in a row, one per video or per half (left to right as on the video)."""
+    inner = "".join(verdict_caption(label, summary, half) for label, summary, half in items)
+    return f'<div class="gen-verdicts" style="display:flex;gap:4px;width:100%">{inner}</div>'
 
 
 # ------------------------------------------------------------------------------------------------- service
@@ -253,7 +423,8 @@ class GenerationService:
             text += (
                 "\n\n**Random weights**: this model was never trained, so its videos are noise by construction. "
                 "It shows the machinery (layouts, SCI, LAM, attention maps), not what Comp-Attn does to a real "
-                "model; pick a trained preset (`generation.preset=toyworld` or a real Wan) for that."
+                "model; pick a trained preset (`generation.preset=generate/toyworld-calibrated` or a real Wan) "
+                "for that."
             )
         return text
 
@@ -275,6 +446,19 @@ class GenerationService:
             return plan_layout(prompt, planner=self.config.planner, subjects=subjects or None, **kw)
         except UserError as exc:  # the planner's own messages name the phrase at fault
             raise DemoInputError(str(exc)) from None
+
+    def layout_for(
+        self, prompt: str, rows: Any, relations: list[dict[str, Any]] | None = None, subjects: Any = None
+    ) -> tuple[Any, bool]:
+        """The request's layout and whether it was planned: the box table's, or with an empty table the
+        planner's (the same call as 'Plan layout', ``subjects`` as typed: a "; "-separated string or a list)."""
+        self.check_prompt(prompt)
+        layout = rows_to_layout(prompt, rows, relations)
+        if layout.subjects:
+            return layout, False
+        if isinstance(subjects, str):
+            subjects = [s.strip() for s in subjects.split(";") if s.strip()]
+        return self.plan(prompt, list(subjects or []) or None), True
 
     def check_prompt(self, prompt: str) -> None:
         if not isinstance(prompt, str) or not prompt.strip():
@@ -347,12 +531,9 @@ class GenerationService:
         scale = max(1.0, 256 / min(cfg.width, cfg.height))
         overlays = layout.render_overlays(out / "layout", round(cfg.width * scale), round(cfg.height * scale))
         maps = []
-        if res.maps is not None:
-            biased = sorted({int(e["step"]) for e in res.lam_log})
-            maps = [
-                (str(p), f"{name} (LAM biased steps {biased or 'none'})")
-                for p, name in zip(res.maps.save_png(out / "attention"), res.maps.names)
-            ]
+        if res.maps is not None:  # the full grids (every step and frame) for download, thumbnails to show
+            res.maps.save_png(out / "attention")
+            maps = save_attention_thumbnails(res.maps, out / "attention_thumbnails")
         summary = {
             "prompt": prompt,
             "model": self.model_name,
@@ -365,6 +546,7 @@ class GenerationService:
             "seconds": round(seconds, 3),
         }
         truth = judge_toyworld_videos(model_source(cfg.model), prompt, [frames], layout)
+        summary["verdict"] = None if truth is None else truth[0]
         if truth is not None:  # the truth beside the video where it is known: the toy world's exact detector
             summary["detector"] = verdict_line(truth[0], "this video")
         atomic_write_json(out / "result.json", summary)
@@ -472,10 +654,13 @@ def build_generation_tab(service: GenerationService) -> None:
             gr.Markdown(service.model_note(), elem_id="gen-model")
             gen_btn = gr.Button("Generate", variant="primary", elem_id="gen-run")
             cmp_btn = gr.Button("Side by side without Comp-Attn (same seed)", elem_id="gen-compare")
-            video = gr.Video(label="Video", elem_id="gen-video", autoplay=True, loop=True)
-            maps = gr.Gallery(  # contain: a cropped thumbnail would hide the first (LAM-biased) step rows
-                label="Per-subject cross-attention (rows: steps; LAM-biased steps named)",
-                columns=2,
+            plan_note = gr.Markdown(elem_id="gen-plan-note")
+            # no label badge: it sat on the side by side's left label ("without Comp-Attn")
+            video = gr.Video(show_label=False, elem_id="gen-video", autoplay=True, loop=True)
+            verdict = gr.HTML(elem_id="gen-verdict")
+            maps = gr.Gallery(  # one per row, wide: the steps read left to right, the titles whole
+                label="Per-subject cross-attention (LAM-biased steps marked; boxes in cyan)",
+                columns=1,
                 object_fit="contain",
                 height="auto",
                 elem_id="gen-maps",
@@ -484,11 +669,8 @@ def build_generation_tab(service: GenerationService) -> None:
     relations = gr.State([])
     track_tqdm = gr.Progress(track_tqdm=True)  # Gradio reads the progress tracker from the default argument
 
-    def on_plan(p, subj):
-        try:
-            lay = service.plan(p, [s.strip() for s in (subj or "").split(";") if s.strip()] or None)
-        except UserError as exc:
-            raise gr.Error(str(exc)) from None
+    def plan_outputs(lay):
+        """The planned layout into the subjects box, the table, the relations and the keyframe list."""
         rows = layout_to_rows(lay)
         times = keyframe_times(rows)
         return (
@@ -497,6 +679,13 @@ def build_generation_tab(service: GenerationService) -> None:
             [r.to_dict() for r in lay.relations],
             gr.Dropdown(choices=times, value=times[0]),
         )
+
+    def on_plan(p, subj):
+        try:
+            lay = service.plan(p, [s.strip() for s in (subj or "").split(";") if s.strip()] or None)
+        except UserError as exc:
+            raise gr.Error(str(exc)) from None
+        return plan_outputs(lay)
 
     def on_table(p, rows, rels, t):
         times = keyframe_times(rows)
@@ -520,36 +709,46 @@ def build_generation_tab(service: GenerationService) -> None:
     def on_canvas(rows, value, t):
         return rows_from_canvas(rows, value, float(t or 0))
 
-    def _layout(p, rows, rels):
+    def _request(run, p, subj, rows, rels, sc, scs, la, sf, sd, st):
+        """The table's layout, or with an empty table the planner's; run ``run`` (generate or compare). A user
+        error becomes a message on the page. Returns the result, the plan's outputs (skipped when the table
+        was used) and the line that says which layout was used."""
         try:
-            lay = rows_to_layout(p, rows, rels)
-        except UserError as exc:
-            raise gr.Error(str(exc)) from None
-        if not lay.subjects:
-            raise gr.Error("the box table is empty: press 'Plan layout' or add rows")
-        return lay
-
-    def _request(run, p, rows, rels, sc, scs, la, sf, sd, st):
-        """Validate the table, run ``run`` (generate or compare); a user error becomes a message on the page."""
-        lay = _layout(p, rows, rels)
-        try:
-            return run(p, lay, sci=sc, sci_strength=scs, lam=la, step_fraction=sf, seed=sd, steps=st)
+            lay, planned = service.layout_for(p, rows, rels, subj)
+            r = run(p, lay, sci=sc, sci_strength=scs, lam=la, step_fraction=sf, seed=sd, steps=st)
         except UserError as exc:  # typed input errors only: a bug keeps its traceback in the log
             raise gr.Error(str(exc)) from None
+        if planned:
+            note = (
+                f"The box table was empty: the {service.config.planner} planner laid out "
+                f"{'; '.join(lay.phrases)} (now in the table: edit the boxes and generate again)."
+            )
+            return r, plan_outputs(lay), note, planned
+        return r, (gr.skip(),) * 4, "", planned
 
-    def on_generate(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
-        r = _request(service.generate, p, rows, rels, sc, scs, la, sf, sd, st)
-        return r["video"], r["maps"], r["summary"], r["layout_json"]
+    def on_generate(p, subj, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
+        r, plan, note, planned = _request(service.generate, p, subj, rows, rels, sc, scs, la, sf, sd, st)
+        info = {**r["summary"], "layout": "planned (the table was empty)" if planned else "the box table"}
+        caption = verdict_html([(COMPARE_LABELS[1], r["summary"], "single")])
+        return (r["video"], r["maps"], info, r["layout_json"], caption, note, *plan)
 
-    def on_compare(p, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
-        r = _request(service.compare, p, rows, rels, sc, scs, la, sf, sd, st)
+    def on_compare(p, subj, rows, rels, sc, scs, la, sf, sd, st, progress=track_tqdm):
+        r, plan, note, planned = _request(service.compare, p, subj, rows, rels, sc, scs, la, sf, sd, st)
         info = {
             "left": COMPARE_LABELS[0],
             "right": COMPARE_LABELS[1],
             "reused_comp_attn_video": r["reused"],
+            "layout": "planned (the table was empty)" if planned else "the box table",
             **r["comp_attn"]["summary"],
+            "verdict_without_comp_attn": r["plain"]["summary"].get("verdict"),
         }
-        return r["video"], r["comp_attn"]["maps"], info, r["comp_attn"]["layout_json"]
+        caption = verdict_html(
+            [
+                (COMPARE_LABELS[0], r["plain"]["summary"], "left"),
+                (COMPARE_LABELS[1], r["comp_attn"]["summary"], "right"),
+            ]
+        )
+        return (r["video"], r["comp_attn"]["maps"], info, r["comp_attn"]["layout_json"], caption, note, *plan)
 
     def on_upload(file):
         from generation.layout import Layout
@@ -584,20 +783,25 @@ def build_generation_tab(service: GenerationService) -> None:
     layout_upload.upload(
         on_upload, [layout_upload], [prompt, subjects, table, relations, keyframe], api_name=False
     ).then(on_table, [prompt, table, relations, keyframe], table_outputs, api_name=False)
-    run_inputs = [prompt, table, relations, sci, sci_strength, lam, step_fraction, seed, steps]
-    gen_btn.click(
-        on_generate,
-        run_inputs,
-        [video, maps, info, layout_download],
-        api_name="generate",
-        concurrency_limit=1,
-        concurrency_id="generation-model",
-    )
-    cmp_btn.click(
-        on_compare,
-        run_inputs,
-        [video, maps, info, layout_download],
-        api_name="compare",
-        concurrency_limit=1,
-        concurrency_id="generation-model",
-    )
+    run_inputs = [prompt, subjects, table, relations, sci, sci_strength, lam, step_fraction, seed, steps]
+    run_outputs = [
+        video,
+        maps,
+        info,
+        layout_download,
+        verdict,
+        plan_note,
+        subjects,
+        table,
+        relations,
+        keyframe,
+    ]
+    for button, handler, name in ((gen_btn, on_generate, "generate"), (cmp_btn, on_compare, "compare")):
+        button.click(
+            handler,
+            run_inputs,
+            run_outputs,
+            api_name=name,
+            concurrency_limit=1,
+            concurrency_id="generation-model",
+        ).success(on_table, [prompt, table, relations, keyframe], table_outputs, api_name=False)

@@ -6,7 +6,13 @@ resolved ``config.yaml`` into ``--out``.
 
 Everything a user can get wrong is checked before the pipeline loads and before anything is written to
 ``--out``: the config (types, ranges, 4k+1 frames, multiples of 16), the model name, the output folder, the
-prompt, the layout and the subjects. Each mistake is a typed ``UserError``: one line, exit status 2.
+prompt, the layout, the subjects, the device and the memory the request needs (``generation.memory``, a lower
+bound against what is free). Each mistake is a typed ``UserError``: one line, exit status 2. The cheap checks
+come first, so a wrong argument never waits for torch to import.
+
+Sampling settings (size, frames, steps, guidance): a model that records its own (``model_settings``: the
+toy-world folder's ``toyworld.json``) uses them unless the user sets them (a flag, a ``key=value`` word or an
+explicit ``--preset``); the first line of output says which settings were used and what the user overrode.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from generation.errors import OutputDirError
+from generation.memory import check_request_memory
 
 # re-exported for one release: these moved to generation.pipeline
 from generation.pipeline import (
@@ -31,6 +38,7 @@ from generation.pipeline import (
     check_model,
     generate_video,
     load_pipeline,
+    model_settings,
     model_source,
     pipeline_kwargs,
     planner_kwargs,
@@ -92,11 +100,14 @@ def _parser() -> argparse.ArgumentParser:
   # Wan2.2's two experts: LAM also on the first 20% of the low-noise expert's own steps
   vidlab generate "a bird above a boat" --model tiny-wan2.2 --out outputs/w22 lam.step_fraction_2=0.2
 
-settings: --preset NAME|PATH (default {DEFAULT_PRESET}) <- key=value words (or --set key=value) <- the flags
-above. Keys are GenerateConfig fields (model, height, width, frames, steps, guidance, guidance_2, seed,
-fps, num_videos, negative_prompt, dtype, cpu_offload, attention_backend, flow_shift, planner, ...) and
-comp_attn.* (such as comp_attn.lam.alpha_max=1.5); lam.* and sci.* are shorthands for comp_attn.lam.* and
-comp_attn.sci.*. Values are checked at once: steps=two or steps=0 or frames=10 is a one-line error.""",
+settings: --preset NAME|PATH (default {DEFAULT_PRESET}) <- the model's own sampling settings (a model folder
+that records them, like toyworld: size, frames, steps, guidance; they replace the default preset's, not an
+explicit --preset's) <- key=value words (or --set key=value) <- the flags above. The first line printed says
+which settings were used. A request whose memory (a lower bound) exceeds what the device has free is refused
+before anything loads. Keys are GenerateConfig fields (model, height, width, frames, steps, guidance,
+guidance_2, seed, fps, num_videos, negative_prompt, dtype, cpu_offload, attention_backend, flow_shift,
+planner, ...) and comp_attn.* (such as comp_attn.lam.alpha_max=1.5); lam.* and sci.* are shorthands for
+comp_attn.lam.* and comp_attn.sci.*. Values are checked at once: steps=two or steps=0 or frames=10 is a one-line error.""",
     )
     p.add_argument("prompt", help="the text prompt")
     add_config_args(p)
@@ -190,6 +201,52 @@ def _one_line_warnings(prog: str):
     return ctx
 
 
+def _user_keys(args: argparse.Namespace, explicit_preset: bool) -> set[str]:
+    """Top-level config keys the user set: flags, ``key=value`` words and an explicit ``--preset``'s keys."""
+    from vidlab.config import load_preset, parse_overrides
+
+    keys = {k.split(".")[0] for k, v in _flags(args).items() if v is not None}
+    keys |= set(parse_overrides(args.overrides + args.set_overrides))
+    if explicit_preset:
+        keys |= set(load_preset(args.preset, GenerateConfig.PRESET_DIR))
+    return keys
+
+
+def _sampling(cfg: GenerateConfig) -> str:
+    return f"{cfg.height}x{cfg.width}, {cfg.frames} frames, {cfg.steps} steps, guidance {cfg.guidance:g}"
+
+
+def with_model_settings(
+    cfg: GenerateConfig, user: set[str], preset: str, explicit_preset: bool
+) -> tuple[GenerateConfig, str]:
+    """``cfg`` with the sampling settings its model records (``model_settings``) wherever the user set none
+    (``user``: top-level keys), and the one line that says which settings were used and what was overridden."""
+    import dataclasses
+
+    own = model_settings(cfg.model)
+    if own is None:
+        line = f"settings: preset {preset}: {_sampling(cfg)}"
+        if not explicit_preset and cfg.model not in TINY_MODELS:
+            line += (
+                f" (model {cfg.model} records no sampling settings, so these are the {preset} preset's, made for the"
+                " tiny model: for a real checkpoint pass its preset, e.g. --preset wan2.1-t2v-1.3b)"
+            )
+        return cfg, line
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in own.values.items() if k not in user})
+    changed = [
+        f"{k}={getattr(cfg, k)} (the model's: {v})" for k, v in own.values.items() if getattr(cfg, k) != v
+    ]
+    line = f"settings: the model's own ({own.source}): {_sampling(cfg)}"
+    return cfg, line + (f"; overridden: {', '.join(changed)}" if changed else "")
+
+
+RANDOM_WEIGHTS_NOTE = (
+    "note: the {model} model has random weights (never trained), so its video is noise by construction; it "
+    "shows the pipeline and Comp-Attn's machinery. A trained model: --model toyworld (its prompts: "
+    '"a red circle to the left of a blue square")'
+)
+
+
 def generate_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab generate``; returns the exit status."""
     from generation.comp_attn import prepare_inputs
@@ -200,18 +257,24 @@ def generate_main(argv: list[str] | None = None) -> int:
         args.overrides += [x for x in args.subjects if "=" in x]
         args.subjects = [x for x in args.subjects if "=" not in x] or None
     args.overrides, args.set_overrides = _expand(args.overrides), _expand(args.set_overrides)
+    explicit_preset = args.preset is not None
     args.preset = args.preset or DEFAULT_PRESET
     ctx = _one_line_warnings("vidlab generate")
     try:
-        # ---- validate everything; nothing is loaded or written yet ----
+        # ---- validate everything; nothing is loaded or written yet (torch is imported last, if at all) ----
         cfg = config_from_args(GenerateConfig, args, _flags(args))
         check_model(cfg.model)
+        cfg, settings_line = with_model_settings(
+            cfg, _user_keys(args, explicit_preset), args.preset, explicit_preset
+        )
         from generation.toyworld.tokenizer import check_prompt_words
 
         check_prompt_words(args.prompt, model_source(cfg.model), cfg.model)  # word-level (toy) vocabularies
-        check_device(cfg)
         check_geometry(cfg)
         out = check_out_dir(args.out)
+        # the memory a request needs (a lower bound; None: a hub model's configs are read after its load).
+        # On the CPU it is known now; a GPU's free memory needs torch, so that check comes last.
+        estimate = check_request_memory(cfg, "cpu") if cfg.device == "cpu" else None
         comp_on = cfg.comp_attn.enabled and bool(cfg.comp_attn.lam.enabled or cfg.comp_attn.sci.enabled)
         lam_asked = cfg.comp_attn.enabled and _lam_requested(args, args.overrides + args.set_overrides)
         with warnings.catch_warnings():
@@ -225,12 +288,20 @@ def generate_main(argv: list[str] | None = None) -> int:
                 planner_kwargs(cfg),
                 require_subjects=lam_asked,
             )
-        return _run(cfg, args, out, prep)
+        device = check_device(cfg)  # auto and cuda ask torch: after every check that does not need it
+        if cfg.device != "cpu":
+            estimate = check_request_memory(cfg, device)
+        print(settings_line, flush=True)
+        if cfg.model in TINY_MODELS:
+            print(RANDOM_WEIGHTS_NOTE.format(model=cfg.model), flush=True)
+        return _run(cfg, args, out, prep, device, estimate is not None)
     finally:
         ctx.__exit__(None, None, None)
 
 
-def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) -> int:
+def _run(
+    cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any, device: str, memory_checked: bool
+) -> int:
     from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
     from generation.toyworld.metrics import judge_toyworld_videos, verdict_line
     from vidlab.config import save_resolved
@@ -240,6 +311,11 @@ def _run(cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any) ->
     t0 = time.perf_counter()
     pipe = load_pipeline(cfg)
     t_load = time.perf_counter() - t0
+    if not memory_checked:
+        # a hub model: its configs are known now, before anything is allocated for the call
+        from generation.memory import dims_from_pipe
+
+        check_request_memory(cfg, device, dims_from_pipe(pipe))
     ensure_output_dir(out)  # the first write: only now, after every check and the load
     save_resolved(cfg, out)
     gen = generate_video(pipe, cfg, prep.prompt, prep)

@@ -311,10 +311,11 @@ class CompAttn:
             if not callable(getattr(type(tr), "cache_context", None)):
                 raise CompAttnError(
                     f"pipe.{name} ({type(tr).__name__}) has no cache_context(): Comp-Attn follows the denoising "
-                    "loop through it; use diffusers >= 0.36 (see pyproject.toml)"
+                    "loop through it; use diffusers >= 0.40 (see pyproject.toml)"
                 )
             n = len(tr.blocks)
             self.config.lam.blocks = _normalise_blocks(self.config.lam.blocks, n, "lam.blocks")
+            self.config.lam.ts_blocks = _normalise_blocks(self.config.lam.ts_blocks, n, "lam.ts_blocks")
             self.config.capture_blocks = _normalise_blocks(self.config.capture_blocks, n, "capture_blocks")
         from generation.controller import Controller
         from generation.processor import CompAttnProcessor
@@ -387,6 +388,8 @@ class CompAttn:
         ]
         for name in var_kw:
             params.update(params.pop(name, {}))
+        # a pipeline that carries its model's sampling settings (generation.pipeline.with_call_defaults)
+        params = {**(getattr(self.pipe, "vidlab_call_defaults", None) or {}), **params}
         prompt = params.pop("prompt", None)
         if prompt is None or params.get("prompt_embeds") is not None:
             if self.config.enabled:
@@ -578,7 +581,7 @@ class CompAttn:
         if not call.forwards and int(kw.get("num_inference_steps", 50) or 0) > 0:
             raise CompAttnError(
                 "the pipeline ran its transformer without cache_context('cond'/'uncond'), so Comp-Attn could not "
-                "follow the denoising loop; use a diffusers WanPipeline >= 0.36 (see pyproject.toml)"
+                "follow the denoising loop; use a diffusers WanPipeline >= 0.40 (see pyproject.toml)"
             )
         return CompAttnResult(
             frames=out.frames[0],

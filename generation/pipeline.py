@@ -4,13 +4,26 @@ and the one generation recipe (install Comp-Attn, generate, remove, convert) eve
 ``vidlab generate``, the compbench worker, the demo and the toy-world evaluation all go through
 ``load_pipeline`` and ``generate_video``, so a setting means the same thing everywhere. Importing this module
 needs no torch or diffusers (they are imported where used).
+
+A model may record its own sampling settings (``model_settings``: the trained toy-world folder's
+``toyworld.json`` ``generate`` entry; the built-in tiny models' sizes). ``vidlab generate`` uses them unless the
+user sets them; ``GenerateConfig.for_model(name)`` is the same in Python; and the pipeline ``load_pipeline``
+returns carries them (``pipe.vidlab_call_defaults``), so a plain ``pipe(prompt=...)`` uses the model's own size,
+frames, steps and guidance instead of diffusers' 480x832x81::
+
+    pipe = load_pipeline(GenerateConfig(model="toyworld"))
+    video = pipe(prompt="a red circle to the left of a blue square").frames[0]   # 5 frames of 64x64
+    video = pipe(prompt="a green star", num_inference_steps=20).frames[0]      # any keyword still wins
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import json
 import re
 import time
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,8 +83,14 @@ class GenerateConfig:
     attention_backend: str | None = None  # native | flex | xformers | ... (None = diffusers' default)
     planner: Literal["rule", "llm"] = "rule"  # when no --layout is given
     # the rule planner's largest box side (fraction of the frame; 1: no cap), for subjects of a known size: LAM
-    # draws a subject to fill its box. Measured on the toy world at 0.34 and not kept there (generation/README.md)
+    # draws a subject to fill its box. Measured on the toy world at 0.34 and not kept there
+    # (docs/results/toyworld-comp-attn.md)
     planner_max_box: float = field(default=1.0, metadata=_range(0.05, 1.0))
+    # the LLM planner's plan cache: on (read and write) | off (neither) | refresh (ask again, keep the new plan);
+    # YAML reads a bare on/off as true/false, so those are taken as on/off
+    planner_cache: Literal["on", "off", "refresh"] | bool = "on"
+    # use an LLM plan whose boxes had to be clamped into the frame (with a warning; never cached)
+    planner_accept_repaired: bool = False
     comp_attn: CompAttnConfig = field(default_factory=CompAttnConfig)
 
     PRESET_DIR: ClassVar[str] = "generate"  # `vidlab generate --preset tiny` reads configs/generate/tiny.yaml
@@ -80,6 +99,8 @@ class GenerateConfig:
         from vidlab.config import ConfigError
 
         validate(self)
+        if isinstance(self.planner_cache, bool):
+            self.planner_cache = "on" if self.planner_cache else "off"
         if (self.frames - 1) % 4:
             raise ConfigError(f"frames: expected 4k+1 (e.g. 9, 17, 33, 81), got {self.frames}")
         for name in ("height", "width"):
@@ -89,11 +110,134 @@ class GenerateConfig:
         if not _DEVICE.match(self.device):
             raise ConfigError(f"device: expected auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
 
+    @classmethod
+    def for_model(cls, model: str, **settings: Any) -> GenerateConfig:
+        """The config of ``model`` with the sampling settings it records (``model_settings``: size, frames,
+        steps, guidance, ...) in place of the dataclass defaults, and ``settings`` over both::
+
+            GenerateConfig.for_model("toyworld")            # 64x64, 5 frames, 12 steps, guidance 6.0
+            GenerateConfig.for_model("toyworld", steps=20)  # the same with 20 steps
+
+        ``GenerateConfig(model=...)`` alone keeps the dataclass defaults (the tiny model's sizes)."""
+        own = model_settings(model)
+        return cls(model=model, **{**(own.values if own else {}), **settings})
+
+
+# The GenerateConfig keys a model folder may record for itself (its `generate` entry), and the WanPipeline
+# keyword each one is.
+SAMPLING_KEYS = {
+    "height": "height",
+    "width": "width",
+    "frames": "num_frames",
+    "steps": "num_inference_steps",
+    "guidance": "guidance_scale",
+    "guidance_2": "guidance_scale_2",
+    "negative_prompt": "negative_prompt",
+}
+# other recorded keys that are settings of vidlab rather than pipeline keywords
+_RECORDED_EXTRA = ("fps", "planner_max_box")
+MODEL_SETTINGS_FILE = "toyworld.json"  # written by `vidlab train-gen-toyworld`; its `generate` entry
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The sampling settings a model records for itself (``GenerateConfig`` keys) and where they come from."""
+
+    values: dict[str, Any]
+    source: str  # the file they were read from, or "built in" (the tiny models)
+
+
+def model_settings(name: str) -> ModelSettings | None:
+    """The sampling settings model ``name`` records, or None: a model folder's ``toyworld.json`` ``generate``
+    entry (the shipped ``toyworld`` model and any folder ``vidlab train-gen-toyworld`` wrote); the built-in
+    tiny models' own sizes (``GenerateConfig``'s defaults). Each value is checked like a config value; a bad
+    one is a ``ModelNotFoundError`` naming the file and the key. Reads one small JSON file; loads nothing."""
+    if name in TINY_MODELS:
+        defaults = {f.name: f.default for f in dataclasses.fields(GenerateConfig)}
+        keys = ("height", "width", "frames", "steps", "guidance")
+        return ModelSettings({k: defaults[k] for k in keys}, "built in")
+    meta = Path(model_source(name)).expanduser() / MODEL_SETTINGS_FILE
+    if not meta.is_file():
+        return None
+    try:
+        entry = json.loads(meta.read_text(encoding="utf-8")).get("generate") or {}
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ModelNotFoundError(f"model {name!r}: {meta} is not a readable JSON object ({exc})") from exc
+    if not isinstance(entry, dict):
+        raise ModelNotFoundError(f"model {name!r}: {meta} 'generate' must be a mapping, got {entry!r}")
+    from vidlab.config import ConfigError, check_value
+
+    fields = {f.name: f for f in dataclasses.fields(GenerateConfig)}
+    types = typing.get_type_hints(GenerateConfig)
+    values: dict[str, Any] = {}
+    for key in [*SAMPLING_KEYS, *_RECORDED_EXTRA]:
+        if key in entry:
+            try:
+                values[key] = check_value(
+                    entry[key], types[key], f"{meta} generate.{key}", fields[key].metadata
+                )
+            except ConfigError as exc:
+                raise ModelNotFoundError(f"model {name!r}: {exc}") from exc
+    return ModelSettings(values, str(meta)) if values else None
+
+
+def call_defaults(name: str) -> dict[str, Any]:
+    """The ``WanPipeline.__call__`` keywords model ``name``'s recorded settings mean (``num_frames``,
+    ``num_inference_steps``, ...); empty when it records none (diffusers' own defaults stay)."""
+    own = model_settings(name)
+    if own is None:
+        return {}
+    return {SAMPLING_KEYS[k]: v for k, v in own.values.items() if k in SAMPLING_KEYS}
+
+
+_DEFAULTS_CLASSES: dict[type, type] = {}
+
+
+def _call_with_defaults(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """``pipe(...)`` with every keyword the call leaves out taken from ``pipe.vidlab_call_defaults``."""
+    import inspect
+
+    base = type(self)._vidlab_defaults_base
+    defaults = getattr(self, "vidlab_call_defaults", None) or {}
+    if defaults:
+        given = inspect.signature(base.__call__).bind_partial(self, *args, **kwargs).arguments
+        kwargs = {**{k: v for k, v in defaults.items() if k not in given}, **kwargs}
+    return base.__call__(self, *args, **kwargs)
+
+
+def with_call_defaults(pipe: Any, defaults: dict[str, Any]) -> Any:
+    """``pipe``, whose plain call now fills the keywords it is not given from ``defaults`` (kept, editable, as
+    ``pipe.vidlab_call_defaults``). The pipeline stays an instance of its class (a same-named subclass whose
+    ``__call__`` has the same signature), so Comp-Attn, offloading and ``save_pretrained`` work as before."""
+    import functools
+    import inspect
+
+    base = getattr(type(pipe), "_vidlab_defaults_base", type(pipe))
+    if base not in _DEFAULTS_CLASSES:
+
+        @functools.wraps(base.__call__)
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return _call_with_defaults(self, *args, **kwargs)
+
+        __call__.__signature__ = inspect.signature(base.__call__)  # type: ignore[attr-defined]
+        _DEFAULTS_CLASSES[base] = type(
+            base.__name__,
+            (base,),
+            {"__call__": __call__, "_vidlab_defaults_base": base, "__module__": base.__module__,
+             "__doc__": base.__doc__},
+        )  # fmt: skip
+    pipe.__class__ = _DEFAULTS_CLASSES[base]
+    pipe.vidlab_call_defaults = dict(defaults)
+    return pipe
+
 
 def planner_kwargs(cfg: GenerateConfig) -> dict[str, Any] | None:
-    """The planner options ``cfg`` sets (the rule planner's box cap; the LLM planner sizes its own boxes)."""
+    """The planner options ``cfg`` sets (the rule planner's box cap; the LLM planner's cache mode and whether
+    it may use a repaired plan; the LLM planner sizes its own boxes)."""
     if cfg.planner == "rule" and cfg.planner_max_box < 1.0:
         return {"max_box": cfg.planner_max_box}
+    if cfg.planner == "llm":
+        return {"cache": cfg.planner_cache, "accept_repaired": cfg.planner_accept_repaired}
     return None
 
 
@@ -209,7 +353,13 @@ def pipeline_kwargs(
 
 
 def load_pipeline(cfg: GenerateConfig) -> Any:
-    """Build or load the Wan pipeline the config names, on its device, with offload/backend/shift applied."""
+    """Build or load the Wan pipeline the config names, on its device, with offload/backend/shift applied.
+
+    The config's loading settings (model, dtypes, device, offload, attention backend, flow shift) apply here;
+    its sampling settings are call arguments (``generate_video`` passes them). A model that records its own
+    sampling settings (``model_settings``: the toy-world model, the tiny models) comes back carrying them
+    (``with_call_defaults``), so a plain ``pipe(prompt=...)`` uses them; any keyword given to the call wins.
+    Other models (a hub checkpoint) keep diffusers' defaults."""
     device = check_device(cfg)
     dtype = _dtype(cfg.dtype)
     if cfg.model in TINY_MODELS:
@@ -233,8 +383,8 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
                 use="--model DIR (model=DIR)",
             )
         try:
-            vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", torch_dtype=_dtype(cfg.vae_dtype))
-            pipe = WanPipeline.from_pretrained(src, vae=vae, torch_dtype=dtype)
+            vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", dtype=_dtype(cfg.vae_dtype))
+            pipe = WanPipeline.from_pretrained(src, vae=vae, dtype=dtype)
         except (OSError, ValueError) as exc:  # hub: not found / offline; folder: missing or broken files
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelNotFoundError(
@@ -257,7 +407,16 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
     else:
         pipe.to(device)
     pipe.set_progress_bar_config(disable=False, leave=False, desc="denoising")
-    return pipe
+    defaults = call_defaults(cfg.model)
+    if defaults:
+        # the prompt rows the model was trained with (the toy world's 16): diffusers' own call pads to 512, and
+        # this model then draws its subjects less often (docs/guides/comp-attn.md, "A model's own settings")
+        from generation.subjects import WAN_TEXT_LENGTH, model_text_length
+
+        rows = model_text_length(pipe.tokenizer)
+        if rows != WAN_TEXT_LENGTH:
+            defaults["max_sequence_length"] = rows
+    return with_call_defaults(pipe, defaults) if defaults else pipe
 
 
 def to_uint8(frames: Any) -> np.ndarray:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from understanding.config import EvalConfig
+from understanding.config import AGENT, EvalConfig
 from vidlab.errors import UserError
 
 EXIT_BAD_INPUT = 2
@@ -123,6 +123,53 @@ def _require_file(path: str | None, what: str, flag: str) -> Path:
     return require_regular_file(path, what=what)
 
 
+def _clip_given(args: argparse.Namespace) -> bool:
+    """The user named a CLIP model (flag, ``clip_model=`` override or a preset that sets it)."""
+    from vidlab.config import load_preset
+
+    if getattr(args, "clip_model", None) is not None:
+        return True
+    words = list(args.overrides or []) + list(getattr(args, "set_overrides", None) or [])
+    if any(o.split("=", 1)[0].strip() == "clip_model" for o in words):
+        return True
+    return bool(args.preset) and "clip_model" in load_preset(args.preset, EvalConfig.PRESET_DIR)
+
+
+def _apply_clip_rule(args: argparse.Namespace, cfg: EvalConfig) -> tuple[EvalConfig, str]:
+    """``cfg`` with its CLIP model decided by the one rule (``understanding.evaluate.resolve_clip_model``): not
+    named by the user = ``auto`` (the policy's own CLIP when it ships one); ``none`` = no CLIP. Returns the config
+    and where its CLIP came from (for the one line saying so). The spec is checked here, before any load."""
+    import dataclasses
+
+    from understanding.evaluate import AUTO_CLIP, NO_CLIP, resolve_clip_model
+
+    asked = cfg.clip_model if _clip_given(args) else AUTO_CLIP
+    clip = resolve_clip_model(asked, cfg.policy)
+    word = str(asked).strip().lower() if asked is not None else "none"
+    if clip is None:
+        how = (
+            "you turned it off (clip_model none)"
+            if word in NO_CLIP
+            else f"the policy {cfg.policy} ships no CLIP model; pass --clip-model SPEC (e.g. ViT-B-16:openai) to add it"
+        )
+    else:
+        how = f"the policy's own: {clip}" if word == AUTO_CLIP else clip
+        from vidlab.clip.models import check_model_spec
+
+        check_model_spec(clip)
+    return dataclasses.replace(cfg, clip_model=clip), how
+
+
+def _tools_line(cfg: EvalConfig, how: str) -> str:
+    """One line saying which tools the agent has and why (clip_sample needs a CLIP model)."""
+    from understanding.evaluate import agent_tools
+
+    tools = " + ".join(agent_tools(cfg.clip_model))
+    if cfg.clip_model:
+        return f"tools: {tools} (CLIP model: {how})"
+    return f"tools: {tools} only: clip_sample is off because {how}"
+
+
 # ------------------------------------------------------------------------------------------------------ qa
 QA_EPILOG = """\
 examples:
@@ -163,7 +210,9 @@ def _qa_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--strategy", help="agent (default), uniform:K or clip:K")
     p.add_argument(
-        "--clip-model", help="CLIP model for clip_sample, e.g. ViT-B-16:openai (default: uniform tool only)"
+        "--clip-model",
+        help="CLIP model for clip_sample, e.g. ViT-B-16:openai; auto (default): the policy's own CLIP if it ships "
+        "one (toy:shipped does), else none; none: the uniform tool only",
     )
     p.add_argument("--cache-dir", help="frame-index cache folder (default: $VIDLAB_CACHE_DIR)")
     p.add_argument("--max-calls", type=int, help="tool-call budget (= episode.max_calls; reference: 5)")
@@ -287,9 +336,12 @@ def _qa(argv: list[str]) -> int:
     )
     _require_policy(args)
     check_policy_spec(cfg.policy)
+    cfg, clip_how = _apply_clip_rule(args, cfg)
     check_strategy(cfg.strategy, cfg.clip_model)
     _require_file(args.video, "the video to ask about", "--video")
     truth = truth_letter(args.truth, args.options)
+    if cfg.strategy == AGENT:
+        print(_tools_line(cfg, clip_how), flush=True)
     traj = run_qa(cfg, args.video, args.question, args.options)
     print(f"video: {args.video} ({traj.total_frames} frames at {traj.fps:g} fps)")
     print(f"question: {args.question}")
@@ -303,6 +355,11 @@ def _qa(argv: list[str]) -> int:
     print(f"policy: {cfg.policy}   strategy: {cfg.strategy}")
     print_trajectory(traj)
     rec = qa_record(traj, truth)
+    rec["clip_model"] = cfg.clip_model
+    if cfg.strategy == AGENT:
+        from understanding.evaluate import agent_tools
+
+        rec["tools"] = agent_tools(cfg.clip_model)
     if truth is not None:
         mark = "right" if rec["correct"] else "WRONG"
         print(
@@ -331,12 +388,15 @@ def _require_policy(args: argparse.Namespace) -> None:
 
 
 def run_qa(cfg: EvalConfig, video: str, question: str, options: list[str] | None = None) -> Any:
-    """Run one question with ``cfg`` (policy, strategy, agents) and return the ``Trajectory``."""
+    """Run one question with ``cfg`` (policy, strategy, agents) and return the ``Trajectory``. The video is
+    opened first, so a file that is not a video is one line before any model loads."""
     from understanding.benchmarks import QAItem
     from understanding.evaluate import QAWorker
+    from vidlab.video import open_video
 
     QAItem("cli", video, question, options, "A" if options else "", "mc" if options else "oe")  # validates
-    return QAWorker(cfg.qa_settings()).trajectory(video, question, options)
+    with open_video(video) as reader:
+        return QAWorker(cfg.qa_settings()).trajectory(reader, question, options, video_path=str(video))
 
 
 # -------------------------------------------------------------------------------------------------- eval-qa
@@ -353,7 +413,7 @@ examples:
   # re-plot several finished runs (e.g. two policies) on one accuracy-vs-frames chart
   vidlab eval-qa --compare runs/qwen25 runs/qwen3 --out runs/compare
 
-benchmarks and the local layout they expect (see understanding/README.md):
+benchmarks and the local layout they expect (see docs/guides/videobrain-qa.md):
   longvideobench  DIR/lvb_val.json + DIR/videos/         videomme  DIR/videomme/*.parquet + DIR/data/{videoID}.mp4
   mlvu            DIR/json/N_task.json + DIR/video/N_task/  lvbench   DIR/video_info.meta.jsonl + DIR/videos/{key}.mp4
   egoschema       DIR/questions.json + DIR/subset_answers.json + DIR/videos/{q_uid}.mp4
@@ -394,8 +454,18 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", help="local (in-process, default) or ray")
     p.add_argument("--num-workers", type=int, help="Ray workers (each loads the policy once)")
     p.add_argument("--limit", type=int, help="evaluate only the first N questions (N >= 1)")
-    p.add_argument("--clip-model", help="CLIP model for clip_sample and clip:K, e.g. ViT-B-16:openai")
+    p.add_argument(
+        "--clip-model",
+        help="CLIP model for clip_sample and clip:K, e.g. ViT-B-16:openai; auto (default): the policy's own "
+        "CLIP if it ships one (toy:shipped does), else none; none: no clip_sample",
+    )
     p.add_argument("--judge", help="open-ended scoring: rule (default), rule:exact, openai:URL@MODEL")
+    p.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="skip JSONL lines that are not JSON objects (listed in OUT/problems.jsonl) instead of refusing "
+        "the file at the first one",
+    )
     p.add_argument(
         "--compare", nargs="+", metavar="RUN_DIR", help="only re-plot finished runs together into --out"
     )
@@ -444,10 +514,26 @@ def _eval_qa(argv: list[str]) -> int:
     )
     if not cfg.data:
         raise UsageError("--data is required: the folder or annotation file of your local benchmark copy")
+    from understanding.benchmarks import load_benchmark
+    from understanding.config import check_strategy
     from understanding.judge import load_judge
+    from understanding.policies import check_policy_spec
 
+    check_policy_spec(cfg.policy)
+    cfg, clip_how = _apply_clip_rule(args, cfg)
+    for strategy in cfg.strategies:
+        check_strategy(strategy, cfg.clip_model)
     load_judge(cfg.judge)  # a bad --judge spec is refused before the folder is touched
-    summaries = run_eval(cfg, overwrite=args.overwrite)
+    loaded = load_benchmark(  # zero usable questions, a malformed line, a non-text file: one line, exit 2
+        cfg.benchmark,
+        cfg.data,
+        split=cfg.split,
+        video_dir=cfg.video_dir,
+        skip_bad_lines=args.skip_bad_lines,
+    )
+    if AGENT in cfg.strategies:
+        print(_tools_line(cfg, clip_how), flush=True)
+    summaries = run_eval(cfg, items=loaded, overwrite=args.overwrite)
     _print_summaries(summaries)
     out = Path(cfg.out)
     first: dict[str, Any] = next(iter(summaries.values()), {})
@@ -468,10 +554,11 @@ examples:
 
 Rows are JSONL with id, video (or video_path), question, options (absent for open-ended) and answer. Each row is
 answered k times from the 16 initial frames and k times from a richer view (more uniform frames + CLIP frames for
-the question), then labelled direct / adaptive / active / filtered (rule: understanding/README.md). The label goes
-into "classification". The work is a resumable job in OUT.job/ (identity: the classify settings, policy, CLIP
-model, judge and the data's content; a rerun with other settings is refused, naming what differs, unless
---overwrite); the labelled rows go to OUT and failures to OUT.errors.jsonl (retried on the next run).
+the question), then labelled direct / adaptive / active / filtered (rule: docs/guides/videobrain-qa.md,
+"Data classification"). The label goes into "classification". The work is a resumable job in OUT.job/
+(identity: the classify settings, policy, CLIP model, judge and the data's content; a rerun with other
+settings is refused, naming what differs, unless --overwrite); the labelled rows go to OUT and failures to
+OUT.errors.jsonl (retried on the next run).
 """
 
 
@@ -486,7 +573,11 @@ def _classify_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", help="policy spec (as for vidlab qa)")
     p.add_argument("--out", required=True, help="output JSONL with the labels written in")
     p.add_argument("--overwrite", action="store_true", help="start the job behind --out over")
-    p.add_argument("--clip-model", help="CLIP model for the richer view's retrieved frames")
+    p.add_argument(
+        "--clip-model",
+        help="CLIP model for the richer view's retrieved frames; auto (default): the policy's own CLIP if it "
+        "ships one, else none; none: uniform frames only",
+    )
     p.add_argument("--video-root", help="folder that relative video paths in the rows are under")
     p.add_argument("--k", type=int, help="samples per view (= classify.k; default 4)")
     p.add_argument("--judge", help="open-ended scoring: rule (default), rule:exact, openai:URL@MODEL")
@@ -521,6 +612,7 @@ def _classify(argv: list[str]) -> int:
     data = _require_file(args.data, "the rows to classify (JSONL)", "--data")
     rows = _read_rows(data)
     check_policy_spec(cfg.policy)
+    cfg, clip_how = _apply_clip_rule(args, cfg)
     judge = load_judge(cfg.judge)
     out = Path(args.out)
     if out.is_dir():
@@ -536,6 +628,11 @@ def _classify(argv: list[str]) -> int:
     job_dir = job_dir_for(out)
     with open_job(job_dir, ident, overwrite=args.overwrite):  # lock + identity before any write
         from understanding.policies import load_policy
+
+        if cfg.clip_model:
+            print(f"CLIP model for the richer view: {clip_how}", flush=True)
+        elif cfg.classify.rich_clip_frames:
+            print(f"no CLIP frames in the richer view (uniform frames only): {clip_how}", flush=True)
 
         policy = load_policy(cfg.policy, **cfg.policy_kwargs)
         clip = None

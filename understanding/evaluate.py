@@ -48,14 +48,21 @@ __all__ = [
     "QASettings",
     "QAWorker",
     "StrategyError",
+    "agent_tools",
     "check_strategy",
     "eval_identity",
     "evaluate_items",
     "job_items",
     "load_results",
+    "policy_clip_model",
+    "resolve_clip_model",
     "run_eval",
     "strategy_label",
 ]
+
+# ``clip_model`` values with a meaning of their own: the policy's own CLIP, or none at all
+AUTO_CLIP = "auto"
+NO_CLIP = ("none", "off")
 
 
 # Settings that change how fast a job runs or where it writes, never what it answers: left out of a job's
@@ -72,7 +79,7 @@ RUNTIME_KEYS = (
     "classify",
 )
 # Policy options that are credentials or transport settings (never stored in job.json).
-SECRET_OR_TRANSPORT = ("api_key", "timeout", "max_retries", "backoff")
+SECRET_OR_TRANSPORT = ("api_key", "timeout", "max_retries", "backoff", "budget", "max_reply_bytes")
 
 
 def _answer_settings(cfg: EvalConfig, drop: Sequence[str] = RUNTIME_KEYS) -> dict[str, Any]:
@@ -117,6 +124,35 @@ def eval_identity(cfg: EvalConfig, command: str = "eval-qa") -> dict[str, Any]:
     return make_identity(_answer_settings(cfg), inputs, command=command)
 
 
+def policy_clip_model(policy: str) -> str | None:
+    """The CLIP model a policy ships with, or None: its registered class's optional ``clip_model(rest)``
+    (``toy:shipped`` -> the shipped toy CLIP; ``toy:DIR`` -> ``DIR/clip`` when it is there)."""
+    from understanding.policies.registry import get_policy_class, split_spec
+
+    scheme, rest = split_spec(policy)
+    own = getattr(get_policy_class(scheme, policy), "clip_model", None)
+    found = own(rest) if callable(own) else None
+    return str(found) if found else None
+
+
+def resolve_clip_model(clip_model: str | None, policy: str) -> str | None:
+    """The one rule for ``clip_model`` everywhere (CLI, demo, Python): ``"auto"`` is the policy's own CLIP
+    (:func:`policy_clip_model`; None when it ships none), ``"none"``/``"off"``/None is no CLIP (no
+    ``clip_sample`` tool), anything else is a CLIP spec used as given."""
+    if clip_model is None or str(clip_model).strip().lower() in NO_CLIP:
+        return None
+    if str(clip_model).strip().lower() == AUTO_CLIP:
+        return policy_clip_model(policy)
+    return str(clip_model)
+
+
+def agent_tools(clip_model: str | None) -> list[str]:
+    """The tools an agent episode offers: ``uniform_sample`` always, ``clip_sample`` with a CLIP model."""
+    from understanding import protocol as P
+
+    return [P.UNIFORM, P.CLIP] if clip_model else [P.UNIFORM]
+
+
 def strategy_identity(common: dict[str, Any], strategy: str) -> dict[str, Any]:
     return {**common, "strategy": strategy_label(strategy)}
 
@@ -131,6 +167,9 @@ class QAWorker:
     def __init__(self, settings: QASettings, policy: Any = None):
         from understanding.policies import load_policy
 
+        clip = resolve_clip_model(settings.clip_model, settings.policy)  # "auto" / "none" -> a spec or None
+        if clip != settings.clip_model:
+            settings = dataclasses.replace(settings, clip_model=clip)
         check_strategy(settings.strategy, settings.clip_model)  # before loading a model: fail fast on a typo
         self.settings = settings
         self.strategy = settings.strategy
@@ -379,6 +418,9 @@ def evaluate_items(
         check_result=_record_check(),
     )
     summary = summarize(load_results(out, ids=[d["id"] for d in todo]), label=label)
+    summary["clip_model"] = settings.clip_model
+    if settings.strategy == AGENT:  # what the agent could call: clip_sample only with a CLIP model
+        summary["tools"] = agent_tools(settings.clip_model)
     summary["job"] = _job_dict(job)
     atomic_write_json(out / SUMMARY_JSON, summary)
     return summary
@@ -395,10 +437,15 @@ def run_eval(
     items: LoadResult | Sequence[QAItem] | None = None,
     policy: Any = None,
     overwrite: bool = False,
+    skip_bad_lines: bool = False,
 ) -> dict[str, Any]:
     """Load the benchmark (unless ``items`` is given), evaluate every strategy, write the comparison report.
 
-    Every input is validated first (strategies, policy spec, benchmark copy); then ``cfg.out`` is taken
+    ``cfg.clip_model`` may be ``"auto"`` (the policy's own CLIP) or ``"none"`` (:func:`resolve_clip_model`).
+    A benchmark copy with no usable question is a ``BenchmarkError``, and so is a malformed JSONL line (named by
+    its line number) unless ``skip_bad_lines``, which skips such lines into ``problems.jsonl``.
+
+    Every input is validated first (strategies, policy spec, CLIP spec, benchmark copy); then ``cfg.out`` is taken
     (its lock, and the identity check: a folder made with other settings or other data is refused with a
     ``JobIdentityError`` naming what differs), and only then is anything written into it."""
     from understanding.policies import check_policy_spec
@@ -406,20 +453,36 @@ def run_eval(
     from vidlab.distributed import open_job
     from vidlab.io import atomic_write_text
 
-    for strategy in cfg.strategies:  # all of them before the first job starts
-        check_strategy(strategy, cfg.clip_model)
     if policy is None:
         check_policy_spec(cfg.policy)
+    clip = resolve_clip_model(cfg.clip_model, cfg.policy)  # "auto" / "none" -> a spec or None
+    if clip != cfg.clip_model:
+        cfg = dataclasses.replace(cfg, clip_model=clip)
+    for strategy in cfg.strategies:  # all of them before the first job starts
+        check_strategy(strategy, cfg.clip_model)
+    if cfg.clip_model:
+        from vidlab.clip.models import check_model_spec
+
+        check_model_spec(cfg.clip_model)  # a misspelt CLIP is one line, before any model loads
     out = Path(cfg.out)
     if items is None:
         loaded = load_benchmark(
-            cfg.benchmark, cfg.data, split=cfg.split, video_dir=cfg.video_dir, limit=cfg.limit
+            cfg.benchmark,
+            cfg.data,
+            split=cfg.split,
+            video_dir=cfg.video_dir,
+            limit=cfg.limit,
+            skip_bad_lines=skip_bad_lines,
         )
     elif isinstance(items, LoadResult):
         loaded = items
     else:
         loaded = LoadResult(cfg.benchmark, list(items))
     qa = loaded.items if cfg.limit is None else loaded.items[: cfg.limit]
+    if not qa:
+        from understanding.benchmarks import BenchmarkError
+
+        raise BenchmarkError(cfg.data or cfg.benchmark, "no questions to evaluate")
     common = eval_identity(cfg)
     policy_obj: Any = None
     if policy is not None:

@@ -127,8 +127,22 @@ def preset_path(name_or_path: str | os.PathLike, command: str | None = None) -> 
             f"unknown preset {name!r}: not a file, and the preset folder {folder} does not exist "
             f"(named presets ship with a checkout of the repository; pass a path or set {CONFIG_ENV})"
         )
-    known = sorted(str(q.relative_to(folder).with_suffix("")) for q in folder.rglob("*.yaml"))
-    raise ConfigError(f"unknown preset {name!r}: not a file, and not one of {known} in {folder}")
+    raise ConfigError(_unknown_preset(folder, name, command))
+
+
+def _unknown_preset(folder: Path, name: str, command: str | None) -> str:
+    """The message for a preset name that names nothing: a did-you-mean, then the asking command's presets
+    only (``configs/<command>/``; every preset when the command has no folder of its own)."""
+    import difflib
+
+    own = folder / command if command and (folder / command).is_dir() else folder
+    known = sorted(str(q.relative_to(folder).with_suffix("")) for q in own.rglob("*.yaml"))
+    # a bare name is compared with the bare names (tny -> tiny), a folder/name with the full names
+    stem = name.removesuffix(".yaml")
+    by_key = {(k if "/" in stem else k.rsplit("/", 1)[-1]): k for k in known}
+    close = [by_key[c] for c in difflib.get_close_matches(stem, list(by_key), n=2, cutoff=0.6)]
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return f"unknown preset {name!r}: not a file; {hint}the presets here: {known} (in {own}; or pass a .yaml path)"
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -1,8 +1,10 @@
 """Guards on every diffusers API Comp-Attn relies on, private ones included, and on the declared range.
 
 If an upgrade renames or reshapes one of these, this file fails in the tests instead of in a user's run.
-The floor in pyproject.toml is the oldest diffusers these tests were run against (0.36.0: 0.35 cannot
-even import its Wan pipeline next to transformers 5, and lacks the ``parallel_config`` keyword).
+The floor in pyproject.toml is 0.40.0, the first release whose ``from_pretrained`` takes ``dtype=``
+(diffusers commit 13a7bee, PR 14205; ``torch_dtype`` is deprecated since): generation/pipeline.py passes
+``dtype=``, which an older release would ignore and load float32 weights. (0.35 cannot even import its Wan
+pipeline next to transformers 5, and lacks the ``parallel_config`` keyword.)
 """
 
 import inspect
@@ -27,10 +29,24 @@ def test_installed_diffusers_is_inside_the_declared_range():
     spec = re.search(r'"(diffusers[^"]*)"', gen).group(1)
     lo = re.search(r">=\s*([\d.]+)", spec).group(1)
     hi = re.search(r"<\s*([\d.]+)", spec).group(1)
-    assert _version(lo) >= (0, 36, 0), (
-        f"{spec}: diffusers < 0.36 is not supported (see this file's docstring)"
+    assert _version(lo) >= (0, 40, 0), (
+        f"{spec}: diffusers < 0.40 is not supported (see this file's docstring)"
     )
     assert _version(lo) <= _version(diffusers.__version__) < _version(hi), (spec, diffusers.__version__)
+
+
+def test_from_pretrained_honours_dtype_without_a_deprecation():
+    """generation/pipeline.py loads with ``dtype=``: the weights come in that dtype, with no warning."""
+    import warnings
+
+    from diffusers import AutoencoderKLWan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vae = AutoencoderKLWan.from_pretrained(
+            ROOT / "generation" / "toyworld" / "weights", subfolder="vae", dtype=torch.float64
+        )
+    assert {p.dtype for p in vae.parameters()} == {torch.float64}
 
 
 def test_get_qkv_projections_is_there_and_returns_q_k_v():

@@ -84,11 +84,29 @@ def test_longvideobench_json(tmp_path, video):
 
 def test_longvideobench_test_split_has_no_answers_reported(tmp_path):
     write_json(tmp_path / "lvb_test_wo_gt.json", [lvb_record(0, correct=None), lvb_record(1, correct=9)])
-    res = load_benchmark("longvideobench", tmp_path, split="test")
-    assert res.items == []
-    reasons = {p.record: p.reason for p in res.problems}
-    assert "hidden" in reasons["lvb0"]
-    assert "outside" in reasons["lvb1"]
+    # nothing to score: an error that says why, not an empty evaluation
+    with pytest.raises(BenchmarkError, match=r"no usable longvideobench question: all 2 record\(s\)") as e:
+        load_benchmark("longvideobench", tmp_path, split="test")
+    assert "lvb0: no correct_choice (test split answers are hidden)" in str(e.value)
+    assert "lvb1: answer index 9 is outside" in str(e.value)
+
+
+def test_a_split_or_a_file_with_no_question_is_an_error(tmp_path):
+    row = {
+        "id": "x1",
+        "video": "v.mp4",
+        "question": "Q?",
+        "options": ["a", "b"],
+        "answer": "A",
+        "category": "c",
+    }
+    (tmp_path / "q.jsonl").write_text(json.dumps(row) + "\n")
+    assert len(load_benchmark("jsonl", tmp_path / "q.jsonl", split="c").items) == 1
+    with pytest.raises(BenchmarkError, match="no jsonl question in split 'd'"):
+        load_benchmark("jsonl", tmp_path / "q.jsonl", split="d")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(BenchmarkError, match="no jsonl question found"):
+        load_benchmark("jsonl", tmp_path / "empty.jsonl")
 
 
 def test_longvideobench_parquet_options_padded_with_na(tmp_path):
@@ -264,7 +282,9 @@ def test_lvbench_meta_jsonl(tmp_path, video):
     ]
     path = tmp_path / "video_info.meta.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n{not json\n")
-    res = load_benchmark("lvbench", tmp_path)
+    with pytest.raises(BenchmarkError, match=r"line 3: not valid JSON.*--skip-bad-lines"):
+        load_benchmark("lvbench", tmp_path)  # a truncated line is refused, named, unless asked to skip it
+    res = load_benchmark("lvbench", tmp_path, skip_bad_lines=True)
     assert [it.id for it in res.items] == ["1", "3"]
     it = res.items[0]
     assert it.question == "What does the rabbit eat?" and it.options == ["carrot", "apple", "grass", "bread"]

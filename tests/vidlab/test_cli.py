@@ -127,3 +127,40 @@ def test_contact_sheet_bad_sizes_and_unwritable_out_are_one_line(tmp_path, capsy
     assert cli.main(["contact-sheet", str(video), "--out", str(tmp_path / "afile" / "s.png")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a file, not a folder" in err[0]
+
+
+def test_every_command_has_a_description_in_the_help(capsys):
+    from pathlib import Path
+
+    import tomllib
+
+    pyproject = tomllib.loads((Path(cli.__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    declared = set(pyproject["project"]["entry-points"]["vidlab.commands"]) | set(cli.commands(False))
+    assert not [name for name in sorted(declared) if not cli.DESCRIPTIONS.get(name, "").strip()]
+    assert cli.main(["--help"]) == 0
+    listed = [ln.split(None, 1) for ln in capsys.readouterr().out.splitlines() if ln.startswith("  ")]
+    assert listed and all(len(parts) == 2 for parts in listed), listed  # `toyworld-data` had an empty one
+
+
+@pytest.mark.parametrize(
+    ("argv", "suggestion", "own"),
+    [
+        (["generate", "a cat", "--preset", "tny"], "did you mean 'generate/tiny'?", "generate/"),
+        (
+            ["qa", "--video", "v.mp4", "--question", "q", "--preset", "videobrain"],
+            "'qa/videobrain-qwen-vl'",
+            "qa/",
+        ),
+        (["train-agent", "--preset", "trl-tny"], "did you mean 'train-agent/trl-tiny'?", "train-agent/"),
+    ],
+)
+def test_a_preset_typo_suggests_and_lists_only_that_commands_presets(argv, suggestion, own, tmp_path, capsys):
+    import re
+
+    extra = ["--out", str(tmp_path / "o")] if argv[0] == "generate" else []
+    assert cli.main([*argv, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and suggestion in err, err
+    listed = re.findall(r"'([\w.-]+/[\w.-]+)'", err.split("the presets here:", 1)[1])
+    assert listed and all(name.startswith(own) for name in listed), listed
+    assert not (tmp_path / "o").exists()

@@ -65,7 +65,7 @@ def test_save_resolved_round_trip(tmp_path):
     assert resolve(Outer, path) == cfg
 
 
-# --- values checked against types and ranges (issue 9) -------------------------------------------
+# --- values checked against types and ranges ----------------------------------------------------
 from typing import Literal, Optional  # noqa: E402
 
 

@@ -118,7 +118,7 @@ class LoadResult:
         return len(self.items)
 
 
-# Buckets for videos whose benchmark gives seconds but no group (documented in the README).
+# Buckets for videos whose benchmark gives seconds but no group (documented in docs/guides/videobrain-qa.md).
 DURATION_BUCKETS = ((120, "0-2min"), (900, "2-15min"), (1800, "15-30min"), (3600, "30-60min"))
 
 
@@ -234,36 +234,62 @@ def find_video(dirs: Iterable[Path], name: str, exts: Iterable[str] = VIDEO_EXTS
 
 def read_json(path: Path) -> Any:
     """JSON from ``path`` or a ``BenchmarkError`` saying why not."""
+    text = read_text_file(path, "a JSON file")
     try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError as e:
-        raise BenchmarkError(path, "file not found") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
         raise BenchmarkError(path, f"not valid JSON ({e})") from e
 
 
-def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
-    """Rows of a JSONL file; a line that is not a JSON object becomes a ``Problem``, not a crash."""
-    rows: list[dict[str, Any]] = []
-    problems: list[Problem] = []
+class BadLineError(BenchmarkError):
+    """A JSONL line that is not a JSON object (a truncated download, a stray text line), named by its number."""
+
+
+def read_text_file(path: Path, what: str = "an annotation file") -> str:
+    """The text of a benchmark file, or a ``BenchmarkError`` saying why not (missing, not UTF-8 text: a video
+    or an archive given where the annotations were expected)."""
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except FileNotFoundError as e:
         raise BenchmarkError(path, "file not found") from e
+    except IsADirectoryError as e:
+        raise BenchmarkError(path, f"is a folder, not {what}") from e
+    except OSError as e:
+        raise BenchmarkError(path, f"cannot read it ({e.strerror or e})") from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        kind = "a video" if Path(path).suffix in VIDEO_EXTS else "binary data"
+        raise BenchmarkError(
+            path,
+            f"not a UTF-8 text file (byte {e.start} is not text: {kind}?); --data takes the benchmark's "
+            "annotation file (e.g. questions.jsonl) or its folder",
+        ) from e
+
+
+def read_jsonl(path: Path, skip_bad_lines: bool = False) -> tuple[list[dict[str, Any]], list[Problem]]:
+    """Rows of a JSONL file. A line that is not a JSON object is a ``BadLineError`` naming its line number;
+    with ``skip_bad_lines`` it becomes a ``Problem`` (``problems.jsonl``) and the rest is read."""
+    rows: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    text = read_text_file(path, "a JSONL file")
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            problems.append(Problem(f"line {n}", f"not valid JSON ({e.msg})", str(path)))
-            continue
-        if not isinstance(row, dict):
-            problems.append(
-                Problem(f"line {n}", f"expected a JSON object, got {type(row).__name__}", str(path))
+            reason = f"not valid JSON ({e.msg} at column {e.colno})"
+        else:
+            if isinstance(row, dict):
+                rows.append(row)
+                continue
+            reason = f"expected a JSON object, got {type(row).__name__}"
+        if not skip_bad_lines:
+            raise BadLineError(
+                path, f"line {n}: {reason}; fix the line, or skip such lines (--skip-bad-lines)"
             )
-            continue
-        rows.append(row)
+        problems.append(Problem(f"line {n}", reason, str(path)))
     return rows, problems
 
 

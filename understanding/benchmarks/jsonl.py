@@ -33,8 +33,14 @@ def _first(rec: dict[str, Any], *keys: str) -> Any:
     return None
 
 
-def load(path: str | Path, split: str | None = None, video_dir: str | Path | None = None) -> LoadResult:
-    """Read a JSONL question file (or every ``*.jsonl`` in a dir); ``split`` keeps one category."""
+def load(
+    path: str | Path,
+    split: str | None = None,
+    video_dir: str | Path | None = None,
+    skip_bad_lines: bool = False,
+) -> LoadResult:
+    """Read a JSONL question file (or every ``*.jsonl`` in a dir); ``split`` keeps one category. A line that is
+    not a JSON object is an error naming it, unless ``skip_bad_lines`` (then it is a ``Problem``)."""
     p = Path(path)
     files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
     if not files:
@@ -42,7 +48,7 @@ def load(path: str | Path, split: str | None = None, video_dir: str | Path | Non
     items: list[QAItem] = []
     problems: list[Problem] = []
     for f in files:
-        rows, bad = read_jsonl(f)
+        rows, bad = read_jsonl(f, skip_bad_lines=skip_bad_lines)
         problems.extend(bad)
         vdirs = [Path(video_dir)] if video_dir else [f.parent]
         for n, rec in enumerate(rows):

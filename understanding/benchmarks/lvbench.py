@@ -30,8 +30,14 @@ from understanding.benchmarks.items import (
 META = "video_info.meta.jsonl"
 
 
-def load(path: str | Path, split: str | None = None, video_dir: str | Path | None = None) -> LoadResult:
-    """Read a local LVBench copy (dir with video_info.meta.jsonl, that file, or a parquet)."""
+def load(
+    path: str | Path,
+    split: str | None = None,
+    video_dir: str | Path | None = None,
+    skip_bad_lines: bool = False,
+) -> LoadResult:
+    """Read a local LVBench copy (dir with video_info.meta.jsonl, that file, or a parquet); a malformed
+    ``video_info.meta.jsonl`` line is an error naming it, unless ``skip_bad_lines``."""
     p = Path(path)
     if p.is_dir() and (p / META).is_file():
         p = p / META
@@ -43,7 +49,7 @@ def load(path: str | Path, split: str | None = None, video_dir: str | Path | Non
     root = p.parent
     if p.suffix == ".parquet":
         return _from_rows(read_parquet(p), root, video_dir, [], str(p))
-    lines, problems = read_jsonl(p)
+    lines, problems = read_jsonl(p, skip_bad_lines=skip_bad_lines)
     rows: list[dict[str, Any]] = []
     for v in lines:
         for qa in v.get("qa") or []:

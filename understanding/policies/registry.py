@@ -13,7 +13,9 @@ or, from another installed package without touching vidlab, under the ``vidlab.p
 (``[project.entry-points."vidlab.policies"]`` ``mymodel = "my_pkg.policy:MyPolicy"``). Two optional class
 methods refine it: ``from_spec(rest, **kw)`` builds the policy instead of ``cls(rest, **kw)``, and
 ``check_spec(rest)`` validates the spec without loading anything (a one-line ``PolicySpecError`` before any
-model loads). Built-in schemes come first: an entry point cannot replace one.
+model loads). A third, ``clip_model(rest)``, names the CLIP model a policy ships with (a path or spec, or None);
+the commands use it for ``clip_sample`` unless the user names another (``clip_model="auto"``,
+``understanding.evaluate.resolve_clip_model``). Built-in schemes come first: an entry point cannot replace one.
 """
 
 from __future__ import annotations

@@ -96,9 +96,11 @@ def _index_parser() -> argparse.ArgumentParser:
 
 
 def _check_inputs(inputs: list[str]) -> None:
-    """Refuse inputs that can never be read (a symlink loop, a FIFO, a device...) before anything is written.
+    """Refuse inputs that can never be read (a path that does not exist, a symlink loop, a FIFO, a device...)
+    before anything is written.
 
-    A missing video file is left to the job (it becomes a recorded failure, like an undecodable one)."""
+    A video listed in a list file that is missing is left to the job (it becomes a recorded failure, like an
+    undecodable one); a path given on the command line must exist."""
     from vidlab.io import InputFileError, file_problem
 
     for raw in inputs:
@@ -106,7 +108,9 @@ def _check_inputs(inputs: list[str]) -> None:
         if p.is_dir():
             continue
         why = file_problem(p, allow_empty=True)
-        if why is not None and why != "no such file":
+        if why == "no such file":
+            raise IndexInputError(f"input {raw!r} does not exist (give video folders, list files or videos)")
+        if why is not None:
             raise InputFileError(raw, f"cannot read input: {why}")
         if why is None and p.suffix.lower() in (".txt", ".lst", ".list"):
             for line in p.read_text().splitlines():
@@ -150,7 +154,7 @@ def _index(argv: list[str] | None) -> int:
     from vidlab.io import atomic_write_json
 
     from .indexing import collect_videos, index_videos
-    from .models import ModelLoadError, UnknownModelError
+    from .models import MissingWeightsError, ModelLoadError, UnknownModelError, check_model_spec
     from .sampling import Sampling, SamplingError
 
     args = _index_parser().parse_intermixed_args(argv)
@@ -160,6 +164,10 @@ def _index(argv: list[str] | None) -> int:
     except SamplingError as e:
         raise IndexInputError(f"--sampling {cfg.sampling!r}: {e}") from e
     _check_inputs(inputs)
+    try:
+        check_model_spec(cfg.model)  # a misspelt model is one line before torch and open_clip load
+    except (UnknownModelError, ModelLoadError, MissingWeightsError) as e:
+        raise IndexInputError(str(e)) from e
     try:
         videos = collect_videos(inputs)
     except FileNotFoundError as e:
@@ -233,7 +241,7 @@ def _search_parser() -> argparse.ArgumentParser:
 def search_main(argv: list[str] | None = None) -> int:
     """``vidlab search``: see SEARCH_EPILOG. Every mistake is a UserError (one line, exit 2)."""
     from .corpus import Corpus, read_manifest, select_videos
-    from .models import ModelLoadError, UnknownModelError, load_model
+    from .models import ModelLoadError, UnknownModelError, check_model_spec, load_model
 
     args = _search_parser().parse_args(argv)
     if args.k < 1:
@@ -241,6 +249,7 @@ def search_main(argv: list[str] | None = None) -> int:
     _, manifest = read_manifest(args.index)
     newest, _ = select_videos(manifest, sampling=args.sampling)
     try:
+        check_model_spec(args.model or newest["model"])
         model = load_model(args.model or newest["model"], device=args.device)
     except (UnknownModelError, ModelLoadError) as e:
         raise IndexInputError(str(e)) from e

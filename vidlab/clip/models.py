@@ -145,15 +145,71 @@ def _close(name: str, choices: Sequence[str], n: int = 5) -> list[str]:
     return [lower[h] for h in hits] + subs[: max(0, n - len(hits))]
 
 
-def _unknown_arch(arch: str, spec: str) -> UnknownModelError:
-    import open_clip
+def _unknown_arch(arch: str, spec: str, names: Sequence[str] | None = None) -> UnknownModelError:
+    if names is None:
+        import open_clip
 
-    close = _close(arch, open_clip.list_models())
+        names = open_clip.list_models()
+    close = _close(arch, names)
     hint = f" Close names: {', '.join(close)}." if close else ""
     return UnknownModelError(
         f"unknown model {spec!r}: no open_clip architecture named {arch!r}.{hint} "
         f"Built-in (no download): {', '.join(builtin_models())}; or pass 'hf-hub:org/name' or a model directory."
     )
+
+
+def _architecture_names() -> list[str] | None:
+    """open_clip's architecture names read from its ``model_configs/`` folder without importing open_clip
+    (which imports torch), plus vidlab's built-ins; None when open_clip's files cannot be found."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("open_clip")
+    except (ImportError, ValueError):
+        return None
+    where = list(found.submodule_search_locations or []) if found is not None else []
+    configs = Path(where[0]) / "model_configs" if where else None
+    if configs is None or not configs.is_dir():
+        return None
+    return sorted({p.stem for p in configs.glob("*.json")} | set(builtin_models()))
+
+
+def _local_folder(spec: str) -> tuple[Path, Path] | None:
+    """The folder a spec names (``local-dir:PATH``, or a path) and its one safetensors file, checked to exist
+    with its config; None when the spec names no folder (an architecture, a hub id)."""
+    local = spec[len("local-dir:") :] if spec.startswith("local-dir:") else spec
+    looks_like_path = (
+        spec.startswith(("local-dir:", "/", "./", "../", "~")) or os.sep in spec and ":" not in spec
+    )
+    if not (Path(local).expanduser().is_dir() or (looks_like_path and not spec.startswith("hf-hub:"))):
+        return None
+    d = Path(local).expanduser()
+    if not d.is_dir():
+        raise MissingWeightsError(f"model {spec!r}: directory {str(d)!r} does not exist")
+    if not (d / CONFIG_NAME).is_file():
+        raise MissingWeightsError(
+            f"model {spec!r}: {str(d / CONFIG_NAME)!r} is missing (write it with ClipModel.save)"
+        )
+    return d, local_weights(d, spec)
+
+
+def check_model_spec(spec: str | os.PathLike) -> None:
+    """Check a CLIP spec without loading anything or importing torch: a local folder must hold its config and
+    one safetensors file, a weights path must exist, and an architecture name must be one open_clip knows.
+    Raises what :func:`load_model` would raise for the same mistake (one line, close names listed); hub
+    specs and pretrained tags are left to :func:`load_model`."""
+    spec = str(spec)
+    if _local_folder(spec) is not None:
+        return
+    if spec.startswith("hf-hub:"):
+        return
+    arch, _, pretrained = spec.partition(":")
+    names = _architecture_names()
+    if names is not None and arch not in names:
+        raise _unknown_arch(arch, spec, names)
+    if pretrained and not _SEED_RE.match(pretrained):
+        if any(c in pretrained for c in "/\\.") or pretrained.endswith(("safetensors", "bin", "pt", "pth")):
+            _check_safetensors_file(Path(pretrained).expanduser(), spec)
 
 
 class ClipModel:
@@ -424,20 +480,10 @@ def load_model(
     spec = str(spec)
     dev = _resolve_device(device)
     prec = _resolve_precision(precision, dev)
-    local = spec[len("local-dir:") :] if spec.startswith("local-dir:") else spec
-    looks_like_path = (
-        spec.startswith(("local-dir:", "/", "./", "../", "~")) or os.sep in spec and ":" not in spec
-    )
-    if Path(local).expanduser().is_dir() or (looks_like_path and not spec.startswith("hf-hub:")):
-        d = Path(local).expanduser()
-        if not d.is_dir():
-            raise MissingWeightsError(f"model {spec!r}: directory {str(d)!r} does not exist")
+    folder = _local_folder(spec)
+    if folder is not None:
+        d, weights = folder
         cfg_path = d / CONFIG_NAME
-        if not cfg_path.is_file():
-            raise MissingWeightsError(
-                f"model {spec!r}: {str(cfg_path)!r} is missing (write it with ClipModel.save)"
-            )
-        weights = local_weights(d, spec)
         from vidlab.io import require_regular_file
 
         require_regular_file(cfg_path, "model config")
