@@ -2,16 +2,16 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# torch/torchvision are pinned as a pair (see README: the CPU 2.13.0 file breaks PyPI's torchvision).
+# torch/torchvision are pinned as a pair (see docs/getting-started.md: the CPU 2.13.0 file breaks PyPI's torchvision).
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 # rl (verl + TRL), torchcodec and lmms (lmms-eval) install beside the rest, so the tests prove every extra works with the others.
-EXTRAS ?= all,dev,rl,torchcodec,lmms
+EXTRAS ?= all,dev,rl,torchcodec,lmms,docs
 # lmms-eval's own pins clash with the rest (pyproject's `lmms` extra says which): it installs without them.
 LMMS_EVAL ?= lmms-eval==0.7.3
 OUT ?= outputs/quickstart
 PYTEST_ARGS ?=
 
-.PHONY: venv quickstart test test-slow test-all lint bench clean
+.PHONY: venv quickstart test test-slow test-all lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ quickstart: venv
 	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/toyworld/test/questions.jsonl --policy toy:shipped \
 		--clip-model understanding/toyworld/weights/clip --strategies agent uniform:16 uniform:56 \
 		episode.frame_resize=fit --out $(OUT)/toyworld-eval --overwrite
+	# the where-to-look world (policy toy:where, understanding/toyworld/weights/where): a coarse call, then a zoom
+	$(BIN)/vidlab toyworld-data $(OUT)/toyworld-where 4 --world where
+	$(BIN)/vidlab qa --video $(OUT)/toyworld-where/test/videos/200000.mp4 --question "What colour did the triangle flash?" \
+		--options magenta white blue yellow --truth magenta --policy toy:where episode.frame_resize=fit \
+		--json $(OUT)/toyworld-where-qa.json
+	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/toyworld-where/test/questions.jsonl --policy toy:where \
+		--strategies agent uniform:16 uniform:56 episode.frame_resize=fit --out $(OUT)/toyworld-where-eval --overwrite
 	@echo "quickstart outputs in $(OUT)/ (contact sheet, toy-world generation with Comp-Attn on and off + layout/attention PNGs, toy agent trajectory, QA accuracy-vs-frames plot)"
 
 lint: venv
@@ -59,8 +66,16 @@ test-slow: venv
 
 test-all: test test-slow
 
+# `make bench`: every script in benchmarks/ end to end at its quick size, one after another; figures appended to
+# outputs/bench.jsonl (a benchmark this machine cannot run, e.g. gpu_overhead without a GPU, is listed as skipped).
+# `vidlab bench --smoke` runs each on its smallest inputs (the `slow` test tests/benchmarks/test_smoke.py does).
 bench: venv
 	$(BIN)/vidlab bench --quick
 
+# the documentation site into site/ (mkdocs.yml): strict, so a broken link, a bad reference or a missing API object
+# fails; the configuration reference is generated from the config dataclasses (docs/hooks/vidlab_docs.py)
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) outputs .pytest_cache .ruff_cache
+	rm -rf $(VENV) outputs site .pytest_cache .ruff_cache

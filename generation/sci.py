@@ -1,4 +1,4 @@
-"""SCI — Subject-aware Condition Interpolation (a documented reconstruction; see generation/README.md).
+"""SCI — Subject-aware Condition Interpolation (a documented reconstruction; see docs/guides/comp-attn.md).
 
 Each subject gets an anchor (the phrase encoded alone by the same text encoder, mean-pooled over its
 non-special tokens) and a saliency (how clearly its in-context embedding points at its own anchor rather than

@@ -1,23 +1,33 @@
-"""Every README code block and every command's --help example, run as written (issue 19, item 6).
+"""Every code block of the documentation (README.md, the area READMEs, docs/**/*.md) and every command's --help
+example, run as written.
 
 What "run" means per kind of block, and what is skipped (each skip says why in its reason):
 
-- ``python`` blocks are executed for real, in order, one namespace per README (a block may use names an
-  earlier block of the same README defined), in a temporary folder where the placeholder files the docs name
+- ``python`` blocks are executed for real, in order, one namespace per page (a block may use names an earlier
+  block of the same page defined), in a temporary folder where the placeholder files the docs name
   (``video.mp4``, ``movie.mp4``, ``v.mp4``, ``videos/``) are small synthetic videos. A block preceded by a line
-  ``<!-- docs-test: skip (REASON) -->`` is skipped; the only reasons allowed are a GPU or the network.
+  ``<!-- docs-test: skip (REASON) -->`` is skipped; the only reasons allowed are a GPU or the network. A block
+  preceded by ``<!-- docs-test: toy-wan (...) -->`` is a real-Wan recipe run on the shipped toy-world Wan on a
+  CPU: a ``Wan-AI/...`` hub id loads ``generation/toyworld/weights`` (float32), ``.to("cuda")`` stays on the CPU
+  when there is no CUDA device, and the call's size and steps are the toy model's own (64x64, 5 frames, 12 steps);
+  everything else (diffusers' loading, ``apply_comp_attn``, the pipeline call, writing the video) runs as written.
 - ``json`` blocks must parse; ``yaml`` blocks of QA settings must resolve as an ``EvalConfig`` preset.
-- ``vidlab ...`` lines (README shell blocks and --help examples) are checked up to the point where the command
+- ``vidlab ...`` lines (shell blocks and --help examples) are checked up to the point where the command
   would start work: its argument parsing and its config resolution (preset names, every key=value override,
   types and ranges) run for real and must succeed; then the run is stopped (``vidlab.config.resolve`` is
   wrapped to stop right after it succeeds). So a help text cannot suggest a preset that does not exist or an
   override its command refuses. ``$ `` transcript lines (examples of refusals) must be refused.
 - other shell lines: ``make T`` needs target T in the Makefile; ``python SCRIPT ...`` needs the script, and
   each ``--flag`` in the line must appear in ``python SCRIPT --help``; ``pytest PATH`` needs PATH.
+
+Beside the blocks: every relative link of these pages points at a file that exists, no page speaks of work
+sessions or issue numbers, and the generated configuration reference covers every field of every config.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -30,9 +40,20 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = ["README.md", "generation/README.md", "understanding/README.md", "vidlab/video/README.md",
-           "vidlab/clip/README.md"]  # fmt: skip
+
+
+def _doc_pages() -> list[str]:
+    """README.md, every README of a package folder, and every page of the docs site."""
+    pages = ["README.md"]
+    for area in ("vidlab", "generation", "understanding", "demos"):
+        pages += sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / area).rglob("README.md"))
+    pages += sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    return pages
+
+
+READMES = _doc_pages()  # every documentation page (the name is kept from when only READMEs had code)
 SKIP_MARK = re.compile(r"<!--\s*docs-test:\s*skip\s*\((.+?)\)\s*-->")
+TOY_WAN_MARK = re.compile(r"<!--\s*docs-test:\s*toy-wan\b")
 ALLOWED_SKIPS = ("gpu", "network")
 
 
@@ -59,6 +80,7 @@ def blocks(readme: str) -> list[dict[str, Any]]:
                 "line": start + 1,
                 "text": "\n".join(lines[start:j]),
                 "skip": skip.group(1) if skip else None,
+                "toy_wan": bool(TOY_WAN_MARK.search(prev)),
             }
         )
         i = j + 1
@@ -217,20 +239,64 @@ def check_vidlab_line(words: list[str], monkeypatch, capsys) -> None:
 
 
 # ------------------------------------------------------------------------------------------ README
+TOY_WAN_CALL = dict(height=64, width=64, num_frames=5, num_inference_steps=12, guidance_scale=6.0)
+
+
+def use_toy_wan(monkeypatch) -> None:
+    """A real-Wan recipe on the shipped toy-world Wan, on a CPU: hub id -> the shipped folder (float32), no CUDA
+    move without CUDA, the toy model's own size and steps for the call. The rest runs as written."""
+    import diffusers
+    import torch
+
+    from generation.comp_attn import CompAttn
+    from generation.pipeline import SHIPPED_MODELS
+
+    toy = str(SHIPPED_MODELS["toyworld"])
+    for cls in (diffusers.WanPipeline, diffusers.AutoencoderKLWan):
+        real = cls.from_pretrained.__func__
+
+        def from_pretrained(klass: Any, name: Any, *a: Any, _real: Any = real, **k: Any) -> Any:
+            if isinstance(name, str) and name.startswith("Wan-AI/"):
+                name = toy
+                k = {key: v for key, v in k.items() if key not in ("dtype", "torch_dtype")} | {
+                    "dtype": torch.float32
+                }
+            return _real(klass, name, *a, **k)
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(from_pretrained))
+    real_to = diffusers.WanPipeline.to
+
+    def to(self: Any, *a: Any, **k: Any) -> Any:
+        if not torch.cuda.is_available() and any("cuda" in str(x) for x in [*a, *k.values()]):
+            return self
+        return real_to(self, *a, **k)
+
+    monkeypatch.setattr(diffusers.WanPipeline, "to", to)
+    real_generate = CompAttn.generate
+
+    def generate(self: Any, *a: Any, **k: Any) -> Any:
+        return real_generate(self, *a, **{**k, **TOY_WAN_CALL})
+
+    monkeypatch.setattr(CompAttn, "generate", generate)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("readme", [r for r in READMES if any(b["lang"] == "python" for b in blocks(r))])
-def test_python_blocks_run(readme, in_workdir):
-    """A README's python blocks in order, in one namespace (a later block may use an earlier one's names)."""
+def test_python_blocks_run(readme, in_workdir, monkeypatch):
+    """A page's python blocks in order, in one namespace (a later block may use an earlier one's names)."""
     namespace: dict[str, Any] = {"__name__": "__docs__"}
-    skipped = []
+    skipped, ran = [], 0
     for block in (b for b in blocks(readme) if b["lang"] == "python"):
         if block["skip"]:
             assert block["skip"].split()[0].lower().rstrip(":,") in ALLOWED_SKIPS, block["skip"]
             skipped.append(f"{_id(block)}: {block['skip']}")
             continue
-        exec(compile(block["text"], _id(block), "exec"), namespace)  # noqa: S102 - the README's own code
-    if skipped:
-        pytest.skip("ran the rest; skipped " + "; ".join(skipped))
+        if block["toy_wan"]:
+            use_toy_wan(monkeypatch)
+        exec(compile(block["text"], _id(block), "exec"), namespace)  # noqa: S102 - the page's own code
+        ran += 1
+    if not ran:
+        pytest.skip("every block skipped: " + "; ".join(skipped))
 
 
 @pytest.mark.parametrize("block", [b for b in ALL_BLOCKS if b["lang"] == "json"], ids=_id)
@@ -253,6 +319,15 @@ def test_yaml_blocks_are_valid_settings(block, tmp_path):
 
 
 SHELL_BLOCKS = [b for b in ALL_BLOCKS if b["lang"] in ("bash", "sh", "")]
+
+
+@functools.cache
+def _script_help(script: str) -> str:
+    """``python SCRIPT --help`` (or ``python -m MODULE --help``), once per run: pages share benchmarks."""
+    target = script.split() if script.startswith("-m ") else [str(ROOT / script)]
+    return subprocess.run(
+        [sys.executable, *target, "--help"], capture_output=True, text=True, timeout=300, cwd=ROOT
+    ).stdout
 
 
 @pytest.mark.parametrize("block", SHELL_BLOCKS, ids=_id)
@@ -290,14 +365,16 @@ def test_shell_blocks_are_valid(block, in_workdir, monkeypatch, capsys):
             targets = re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.M)
             assert all(t in targets for t in words[1:] if not t.startswith("-")), (line, targets)
         elif head == "python" and words[1:2] != ["-c"]:
-            script = ROOT / words[1]
-            assert script.is_file(), line
-            text = subprocess.run(
-                [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=300, cwd=ROOT
-            ).stdout
-            for w in words[2:]:
+            module = words[1:2] == ["-m"]
+            script = words[2] if module else words[1]
+            if module:
+                assert importlib.util.find_spec(script) is not None, line
+            else:
+                assert (ROOT / script).is_file(), line
+            text = _script_help(("-m " if module else "") + script)
+            for w in words[(3 if module else 2) :]:
                 if w.startswith("--"):
-                    assert w.split("=")[0] in text, f"{line}: {w} is not an option of {words[1]}"
+                    assert w.split("=")[0] in text, f"{line}: {w} is not an option of {script}"
         elif head == "python":
             cap_example_data(monkeypatch)
             exec(compile(words[2], _id(block), "exec"), {"__name__": "__docs__"})  # noqa: S102
@@ -354,3 +431,77 @@ def _help_sub(name: str, sub: str, capsys) -> str:
     with pytest.raises(SystemExit):
         load_command(name)([sub, "--help"])
     return capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------- the pages themselves
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _prose(page: str) -> str:
+    """A page without its fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", (ROOT / page).read_text(encoding="utf-8"), flags=re.M | re.S)
+
+
+@pytest.mark.parametrize("page", READMES)
+def test_relative_links_point_at_files(page):
+    """Every relative link or image of a page names a file or folder of the repository (anchors aside)."""
+    base = (ROOT / page).parent
+    missing = []
+    for target in LINK.findall(_prose(page)):
+        path = target.split("#", 1)[0]
+        if not path or re.match(r"^[a-z]+:", path) or path.startswith("/"):
+            continue
+        if not (base / path).exists():
+            missing.append(target)
+    assert not missing, f"{page}: links to nothing: {missing}"
+
+
+def test_no_page_speaks_of_sessions_or_issue_numbers():
+    """The documents speak of the project (versions, dates, commits, commands), not of how it was worked on."""
+    bad = re.compile(r"\b[Ss]essions?\b|\b[Ii]ssue \d+\b")
+    found = [f"{page}: {m.group(0)!r}" for page in READMES for m in bad.finditer(_prose(page))]
+    assert not found, found
+
+
+def test_readme_is_short_and_shows_a_real_wan_command_early():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, len(lines)
+    first = next(i for i, ln in enumerate(lines) if "Wan-AI/" in ln)
+    assert first < 80, first
+
+
+def test_configuration_reference_covers_every_field():
+    """The generated reference (docs/hooks/vidlab_docs.py) has one row per field of every config, nested ones
+    under their dotted key, with the field's range where it declares one."""
+    import dataclasses
+    import importlib
+    import typing
+
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        hooks = importlib.import_module("vidlab_docs")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    page = hooks.config_reference_markdown()
+
+    def rows(cls: type, prefix: str) -> list[tuple[str, Any]]:
+        out = []
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            out.append((prefix + f.name, f))
+            sub = hooks._dataclass_of(hints.get(f.name, Any))
+            if sub is not None:
+                out += rows(sub, prefix + f.name + ".")
+        return out
+
+    for _, _, target in hooks.CONFIGS:
+        module, name = target.split(":")
+        for key, f in rows(getattr(importlib.import_module(module), name), ""):
+            row = next((ln for ln in page.splitlines() if ln.startswith(f"| `{key}` |")), None)
+            assert row is not None, f"{target}: no row for {key}"
+            if f.metadata.get("range"):
+                assert hooks._range_text(f.metadata) in row, (key, row)
+    from generation.pipeline import GenerateConfig
+
+    assert "| `comp_attn.lam.alpha_max` | float | `1.0` | ≥ 0.0 |" in page
+    assert GenerateConfig.__module__ in page

@@ -3,4 +3,4 @@
 Heavy submodules (torch, open_clip, ray) are imported lazily by the modules that need them.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -24,7 +24,8 @@ class ModelConfig:
 
     The VAE compresses ``2 ** (len(vae_dim_mult) - 1)`` x in space (default 4x: a 64 px frame is a 16 x 16 latent,
     an 8 x 8 token grid with patch 2) and ``2 ** sum(vae_temporal_downsample)`` x in time (4x, as Wan's does).
-    An 8x VAE at 64 px left a 4 x 4 token grid and could not carry shape (issue 21's measurements).
+    An 8x VAE at 64 px left a 4 x 4 token grid and could not carry shape (measured before commit 063fd2f,
+    2026-12-01).
     """
 
     z_dim: int = 16  # 8 lost every shape in the VAE round trip (colour kept 7/8, colour+shape 0/8)
@@ -46,7 +47,7 @@ class ModelConfig:
     # prompt rows the transformer is trained with and samples at (WanPipeline's ``max_sequence_length``; saved as
     # the tokenizer's ``model_max_length``, which vidlab reads). Wan: 512; the shipped model: 16. Every caption
     # fits in 11 tokens, and at 512 the ~508 identical zero-padding keys took 82-96% of each cross-attention of
-    # the previous weights (generation/README.md, training record)
+    # the previous weights (docs/results/toyworld-wan-training.md)
     text_len: int = 16
 
     @property

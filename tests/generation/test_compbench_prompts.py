@@ -1,7 +1,7 @@
 """The rule planner on every T2V-CompBench prompt: no errors, listed subjects found, counts exact, relations hold.
 
 Reads the benchmark from ../shared/data/t2v-compbench (never copied into the project); skipped when absent.
-Thresholds sit a little under the measured figures (see generation/README.md), so a regression fails.
+Thresholds sit a little under the measured figures (docs/results/layout-planner.md), so a regression fails.
 """
 
 from __future__ import annotations

@@ -244,7 +244,7 @@ def read_back(
             "max_prompt_length": max_prompt_length,
             "filter_overlong_prompts": True,
             # None: datasets filters in this process (1 still starts a one-process pool, which hung once under
-            # pytest-xdist in session 7: a fork deadlock in datasets' multiprocess manager)
+            # pytest-xdist before commit 2b5f8cf, 2026-12-02: a fork deadlock in datasets' multiprocess manager)
             "filter_overlong_prompts_workers": None,
             "cache_dir": data_config.pop("cache_dir", None) or str(Path(path).parent / ".verl-cache"),
             **data_config,

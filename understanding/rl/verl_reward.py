@@ -39,7 +39,8 @@ def compute_score_vl_agent(
     """For the authors' verl fork: a 4-tuple ``(score, acc, format, bonus)`` when ``data_source == "vl_agent"``.
 
     The fork's reward manager unpacks four numbers for that data source (our reading of its reward-manager
-    interface; the order here is ours and documented in the README). Any other data source gets the plain score.
+    interface; the order here is ours and documented in docs/guides/training.md). Any other data source gets
+    the plain score.
     """
     d = compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
     if data_source == FORK_DATA_SOURCE:

@@ -5,7 +5,7 @@ so that on AVX2 every 16 codes cost one ``vpmovsxbw`` and one ``vpmaddwd`` (16 i
 summed pairwise into int32 lanes) on 256-bit registers; numba's own vectoriser picks 128-bit lanes for
 the same loop (measured 1.5x slower). Four accumulators keep a row's multiply-adds in four short dependency
 chains (one chain was latency-bound: 1.35x the read floor against 1.16x with four, one run, scratch A/B in
-vidlab/clip/README.md). ``kernel_instructions()`` counts those instructions in the compiled code, so a test can
+docs/results/clip-search.md). ``kernel_instructions()`` counts those instructions in the compiled code, so a test can
 check that the kernel really is the SIMD one on this machine.
 
 Per row ``r`` the scan computes ``acc_r = sum_i codes[r, i] * qq[i]`` exactly in int32 (no overflow:
@@ -148,7 +148,7 @@ def _build() -> dict[str, Any]:
 
         Each row's bound is checked right after its dot product, inside one loop: the software prefetch
         keeps the next rows' reads in flight while the few scalar operations of the bound run (a separate
-        bound loop over a block of dot products left the memory idle meanwhile: 1.16 -> see the README)."""
+        bound loop over a block of dot products left the memory idle meanwhile: 1.16 -> see docs/results/clip-search.md)."""
         n, d = codes.shape
         chunks = d // 16
         base = codes.ctypes.data

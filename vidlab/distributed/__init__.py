@@ -7,7 +7,7 @@
 
 Job identity and locking (``open_job``, ``make_identity``, ``fingerprint_inputs``): see
 :mod:`vidlab.distributed.executor` (its docstring is the API) and :mod:`vidlab.distributed.job`.
-See vidlab/clip/README.md ("Scale-out").
+Guide: docs/guides/jobs.md.
 """
 
 from vidlab.identity import fingerprint_file, fingerprint_folder, fingerprint_inputs, fingerprint_path
