@@ -11,8 +11,15 @@ Also reports the toy CLIP's needle recall@4 (``clip_sample(0, total, shape)`` fi
 ``clip_sample`` calls whose cached top-4 equals a fresh fp32 re-embed. With several seeds, every figure gets a
 95% t-interval over seeds. Ends with ONE JSON line.
 
+``--world where`` runs the where-to-look world (``WORLDS["where"]``, preset ``train-agent/toyworld-where``: the
+policy chooses tool arguments, ``understanding/toyworld/where.py``) and adds: per kind the mean calls and the
+call-count distribution; the world check (what each one-call strategy shows and why it falls short, with an
+ideal retriever and with the trained toy CLIP, ``understanding/toyworld/check.py``); the classification's looks
+per kind; the GRPO policy on the default world's test split; the where targets; and per-stage wall/CPU time.
+
     python benchmarks/toyworld_rl.py --quick
     python benchmarks/toyworld_rl.py --seeds 0 1 2 --out outputs/toyworld-bench
+    python benchmarks/toyworld_rl.py --world where --seeds 0 1 2 --out outputs/toyworld-bench-where
 """
 
 from __future__ import annotations
@@ -31,13 +38,31 @@ from benchmarks._common import bench_args, emit_json, print_table  # noqa: E402
 
 METHODS = ("uniform-16", "uniform-56", "clip-topk", "sft", "grpo", "grpo-acc-only")
 KINDS = ("static", "needle", "count", "distractor")
+WHERE_KINDS = (*KINDS, "twolook")
+NEEDS_LOOKS = ("needle", "count", "distractor", "twolook")  # where-world kinds that need more than one call
+PRESETS = {"default": "toyworld", "where": "toyworld-where"}
 
 
-def quick_config(out: str, seed: int):
+def quick_config(out: str, seed: int, world: str = "default"):
     from understanding.toyworld.clip_train import ClipTrainConfig
     from understanding.toyworld.train import GRPOConfig, SFTConfig, ToyTrainConfig
-    from understanding.toyworld.world import WorldConfig
+    from understanding.toyworld.world import WorldConfig, world_config
 
+    if world == "where":
+        return ToyTrainConfig(
+            out=out,
+            seed=seed,
+            train_videos=4,
+            val_videos=1,
+            test_videos=3,
+            world=world_config("where", max_frames=700),
+            clip=ClipTrainConfig(steps=60),
+            sft=SFTConfig(steps=40, video_fraction=0.5, later_action_weight=0.0),
+            actions="where",
+            classify_k=2,
+            grpo=GRPOConfig(steps=2, questions_per_step=2, checkpoint_every=1),
+            progress=False,
+        )
     return ToyTrainConfig(
         out=out,
         seed=seed,
@@ -65,6 +90,8 @@ def one_seed(cfg) -> dict:
     cached = pathlib.Path(cfg.out) / "result.json"
     if cached.is_file():
         return json.loads(cached.read_text())
+    if cfg.actions == "where":
+        return where_seed(cfg)
     from understanding.toyworld.clip_train import needle_recall
     from understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
     from understanding.toyworld.train import _specs, run
@@ -110,6 +137,203 @@ def one_seed(cfg) -> dict:
 
     atomic_write_json(cached, result)
     return result
+
+
+def default_world(cfg, clip, policy) -> dict:
+    """The where policy on the default world's test split (same seeds as the default benchmark's seed
+    ``cfg.seed``): does one policy serve both worlds?"""
+    from understanding.toyworld.evaluate import evaluate_methods
+    from understanding.toyworld.train import ToyTrainConfig, World
+    from understanding.toyworld.world import WorldConfig
+
+    root = pathlib.Path(cfg.out) / "default_world"
+    dcfg = ToyTrainConfig(
+        out=str(root),
+        seed=cfg.seed,
+        train_videos=0,
+        val_videos=0,
+        test_videos=cfg.test_videos,
+        world=WorldConfig(),
+        progress=False,
+    )
+    world = World(root / "data", dcfg)
+    return evaluate_methods(
+        world, clip, {"grpo": policy}, policy, root / "index_cache", baselines=("uniform:56",)
+    )
+
+
+def where_seed(cfg) -> dict:
+    """``one_seed`` for the where world: the same pipeline and methods, plus the world check, the validation
+    split, the looks of the classification labels, the default world and per-stage timing."""
+    from understanding.toyworld.check import clip_check, view_check
+    from understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
+    from understanding.toyworld.train import _specs, run
+
+    out = pathlib.Path(cfg.out)
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = run(cfg, stages=("sft",))
+    world, clip = res["world"], res["clip"]
+    oracle = {"sft": oracle_table(world, res["sft"])}
+    print(f"seed {cfg.seed} oracle (sft): {json.dumps(oracle['sft'])}", flush=True)
+    res = run(cfg, stages=("grpo", "grpo-acc-only"))
+    t_train = time.perf_counter() - t0
+    cache = out / "index_cache"
+    policies = {"sft": res["sft"], "grpo": res["grpo"], "grpo-acc-only": res["grpo-acc-only"]}
+    methods = evaluate_methods(world, clip, policies, res["grpo"], cache)
+    val = evaluate_methods(
+        world,
+        clip,
+        {"sft": res["sft"], "grpo": res["grpo"]},
+        res["grpo"],
+        cache,
+        ("uniform:56", "clip:16"),
+        "val",
+    )
+    check = {
+        "ideal_retriever": view_check(_specs(world.splits["test"], cfg), cfg.world.kinds),
+        "toy_clip": clip_check(world, clip, cache),
+    }
+    parity = cache_parity(world, clip, cache, seed=cfg.seed)
+    labels: dict[str, int] = {}
+    by_kind: dict[str, dict[str, int]] = {}
+    for r in res["labels"]:
+        looks = (r.get("classification_info") or {}).get("looks")
+        key = r["classification"] + (f" ({looks} look{'s' if looks != 1 else ''})" if looks else "")
+        labels[r["classification"]] = labels.get(r["classification"], 0) + 1
+        d = by_kind.setdefault(r["category"], {})
+        d[key] = d.get(key, 0) + 1
+    oracle["grpo"] = oracle_table(world, res["grpo"])
+    dflt = default_world(cfg, clip, res["grpo"])
+    timing_path = out / "timing.json"
+    noise_path = out / "label_noise.json"
+    result = {
+        "seed": cfg.seed,
+        "world": "where",
+        "oracle": oracle,
+        "label_noise": json.loads(noise_path.read_text()) if noise_path.is_file() else None,
+        "methods": methods,
+        "validation": val,
+        "world_check": check,
+        "clip": parity,
+        "labels": labels,
+        "labels_by_kind": by_kind,
+        "default_world": dflt,
+        "timing": json.loads(timing_path.read_text()) if timing_path.is_file() else None,
+        "train_seconds": round(t_train, 1),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "cpu_seconds": round(time.process_time() - c0, 1),
+    }
+    from vidlab.io import atomic_write_json
+
+    atomic_write_json(out / "result.json", result)
+    return result
+
+
+def where_aggregate(per_seed: list[dict]) -> dict:
+    """Means and 95% intervals over seeds, per kind; call-count distributions; the where targets."""
+    keys = ("accuracy", "frames", "calls")
+    per_kind_keys = ("accuracy", "call_rate", "calls", "frames")
+    methods: dict[str, dict] = {}
+    ci: dict[str, dict] = {}
+    for m in METHODS:
+        methods[m], ci[m] = {}, {}
+        for k in (*keys, *[f"{p}_{x}" for x in WHERE_KINDS for p in per_kind_keys]):
+            mean, hw = _ci([s["methods"][m].get(k, float("nan")) for s in per_seed])
+            methods[m][k] = round(mean, 4)
+            ci[m][k] = round(hw, 4) if hw == hw else None
+    hist = {
+        m: {
+            k: np.sum([s["methods"][m].get(f"calls_hist_{k}", [0] * 6) for s in per_seed], 0).tolist()
+            for k in WHERE_KINDS
+        }
+        for m in ("sft", "grpo", "grpo-acc-only")
+    }
+    per_kind = {
+        m: {
+            k: {p: methods[m][f"{p}_{k}"] for p in per_kind_keys} | {"accuracy_ci95": ci[m][f"accuracy_{k}"]}
+            for k in WHERE_KINDS
+        }
+        for m in METHODS
+    }
+    g, u56, clip16 = methods["grpo"], methods["uniform-56"], methods["clip-topk"]
+    diff, diff_hw = _ci(
+        [s["methods"]["grpo"]["accuracy"] - s["methods"]["uniform-56"]["accuracy"] for s in per_seed]
+    )
+    every = [s["methods"] for s in per_seed]
+    dflt = [s["default_world"]["grpo"]["accuracy"] for s in per_seed if s.get("default_world")]
+    targets = {
+        "grpo_ge_uniform56_every_kind": all(g[f"accuracy_{k}"] >= u56[f"accuracy_{k}"] for k in WHERE_KINDS),
+        "grpo_ge_cliptopk_every_kind": all(
+            g[f"accuracy_{k}"] >= clip16[f"accuracy_{k}"] for k in WHERE_KINDS
+        ),
+        "grpo_ge_both_every_kind_every_seed": all(
+            m["grpo"][f"accuracy_{k}"]
+            >= max(m["uniform-56"][f"accuracy_{k}"], m["clip-topk"][f"accuracy_{k}"])
+            for m in every
+            for k in WHERE_KINDS
+        ),
+        "grpo_minus_uniform56_ci_excludes_0": bool(diff_hw == diff_hw and diff - diff_hw > 0),
+        "grpo_frames_le_60pct_uniform56": g["frames"] <= 0.6 * u56["frames"],
+        "calls_gt_1_on_kinds_that_need_looks": all(g[f"calls_{k}"] > 1 for k in NEEDS_LOOKS),
+        "no_calls_on_static": g["calls_static"] == 0,
+        "grpo_gt_sft_every_seed": all(m["grpo"]["accuracy"] > m["sft"]["accuracy"] for m in every),
+        "default_world_ge_095": bool(dflt) and float(np.mean(dflt)) >= 0.95,
+        "default_world_ge_095_every_seed": bool(dflt) and min(dflt) >= 0.95,
+    }
+    ablation = {
+        k: {
+            m: {p: methods[m][f"{p}_{k}"] for p in ("accuracy", "calls", "frames")}
+            for m in ("grpo", "grpo-acc-only")
+        }
+        for k in WHERE_KINDS
+    }
+    seeds = [
+        {
+            "seed": s["seed"],
+            "methods": {
+                m: {
+                    **{k: round(s["methods"][m][k], 4) for k in keys},
+                    "per_kind": {
+                        k: {p: s["methods"][m].get(f"{p}_{k}") for p in per_kind_keys} for k in WHERE_KINDS
+                    },
+                }
+                for m in METHODS
+            },
+            "grpo_minus_uniform56": round(
+                s["methods"]["grpo"]["accuracy"] - s["methods"]["uniform-56"]["accuracy"], 4
+            ),
+            "grpo_minus_sft": round(s["methods"]["grpo"]["accuracy"] - s["methods"]["sft"]["accuracy"], 4),
+            "default_world": {
+                m: {k: round(v[k], 4) for k in keys} for m, v in (s.get("default_world") or {}).items()
+            },
+            "validation": {
+                m: {k: round(v[k], 4) for k in keys} for m, v in (s.get("validation") or {}).items()
+            },
+            "labels_by_kind": s.get("labels_by_kind"),
+            "timing": s.get("timing"),
+        }
+        for s in per_seed
+    ]
+    return {
+        "world": "where",
+        "methods": methods,
+        "ci95": ci,
+        "per_kind": per_kind,
+        "calls_hist": hist,
+        "grpo_minus_uniform56": {
+            "mean": round(diff, 4),
+            "ci95": round(diff_hw, 4) if diff_hw == diff_hw else None,
+        },
+        "default_world_grpo_accuracy": {
+            "mean": round(float(np.mean(dflt)), 4) if dflt else None,
+            "per_seed": dflt,
+        },
+        "ablation_by_kind": ablation,
+        "world_check": [s.get("world_check") for s in per_seed],
+        "oracle": {s["seed"]: s.get("oracle") for s in per_seed},
+        "targets": targets,
+        "seed_rows": seeds,
+    }
 
 
 def _ci(values: list[float]) -> tuple[float, float]:
@@ -250,7 +474,9 @@ def label_noise_summary(per_seed: list[dict]) -> dict:
     return out
 
 
-def plot_accuracy_vs_frames(agg: dict, png: pathlib.Path, n_seeds: int) -> pathlib.Path:
+def plot_accuracy_vs_frames(
+    agg: dict, png: pathlib.Path, n_seeds: int, n_questions: int = 96, world: str = "toy long-video world"
+) -> pathlib.Path:
     """Accuracy against mean frames per question, one point per method (95% intervals over seeds as bars)."""
     import matplotlib
 
@@ -267,8 +493,8 @@ def plot_accuracy_vs_frames(agg: dict, png: pathlib.Path, n_seeds: int) -> pathl
     u = [agg["methods"][m] for m in ("uniform-16", "uniform-56")]
     ax.plot([v["frames"] for v in u], [v["accuracy"] for v in u], "--", color="grey", lw=0.8)
     ax.set_xlabel("frames shown per question (mean)")
-    ax.set_ylabel("accuracy (96 test questions per seed)")
-    ax.set_title(f"toy long-video world, {n_seeds} seed(s), 95% intervals over seeds")
+    ax.set_ylabel(f"accuracy ({n_questions} test questions per seed)")
+    ax.set_title(f"{world}, {n_seeds} seed(s), 95% intervals over seeds")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -284,23 +510,36 @@ def main(argv=None) -> int:
         ap.add_argument(
             "--seeds", type=int, nargs="+", default=[0], help="pipeline seeds (>= 3 for intervals)"
         )
-        ap.add_argument("--out", default=None, help="run folder (default outputs/toyworld-bench[-quick])")
-        ap.add_argument("--preset", default="toyworld", help="training preset for the full run")
+        ap.add_argument(
+            "--world",
+            choices=sorted(PRESETS),
+            default="default",
+            help="default: the shipped policy's world; where: the where-to-look world (preset toyworld-where)",
+        )
+        ap.add_argument(
+            "--out", default=None, help="run folder (default outputs/toyworld-bench[-where][-quick])"
+        )
+        ap.add_argument(
+            "--preset", default=None, help="training preset for the full run (default: the world's own)"
+        )
         ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="preset overrides key=value")
         ap.add_argument("--plot", default=None, help="also write the accuracy-vs-frames plot here (PNG)")
 
     args = bench_args(__doc__.split("\n\n")[0], extra=extra, argv=argv)
-    out = pathlib.Path(
-        args.out or ("outputs/toyworld-bench-quick" if args.quick else "outputs/toyworld-bench")
-    )
+    where = args.world == "where"
+    stem = "outputs/toyworld-bench" + ("-where" if where else "")
+    out = pathlib.Path(args.out or (stem + "-quick" if args.quick else stem))
+    preset = args.preset or PRESETS[args.world]
     t0 = time.perf_counter()
     per_seed = []
     for s in args.seeds:
         d = str(out / f"seed{s}")
-        cfg = quick_config(d, s) if args.quick else full_config(d, s, args.preset, args.overrides)
+        cfg = quick_config(d, s, args.world) if args.quick else full_config(d, s, preset, args.overrides)
         r = one_seed(cfg)
         per_seed.append(r)
         print(f"seed {s}: trained in {r['train_seconds']} s, total {r['seconds']} s; labels {r['labels']}")
+    if where:
+        return where_report(per_seed, out, args, argv, t0)
     agg = aggregate(per_seed)
     rows = []
     for m in METHODS:
@@ -337,6 +576,51 @@ def main(argv=None) -> int:
         "quick": bool(args.quick),
         **agg,
         "seeds": seed_rows,  # one row per seed (seed, per-method accuracy / frames / calls / per_kind)
+        "per_seed": [{k: v for k, v in s.items() if k != "methods"} for s in per_seed],
+        "seconds": round(time.perf_counter() - t0, 1),
+        "command": " ".join(
+            ["python", "benchmarks/toyworld_rl.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
+    }
+    atomic_write_json(out / "figures.json", {**figures, "per_seed_methods": [s["methods"] for s in per_seed]})
+    emit_json(figures)
+    return 0
+
+
+def where_report(per_seed: list[dict], out: pathlib.Path, args, argv, t0: float) -> int:
+    """Print the where world's tables and write/emit its figures (``main`` for ``--world where``)."""
+    from vidlab.io import atomic_write_json
+
+    agg = where_aggregate(per_seed)
+    rows = []
+    for m in METHODS:
+        row = {"method": m, **{k: agg["methods"][m][k] for k in ("accuracy", "frames", "calls")}}
+        for k in WHERE_KINDS:
+            row[f"acc {k}"] = agg["methods"][m][f"accuracy_{k}"]
+            row[f"calls {k}"] = agg["methods"][m][f"calls_{k}"]
+        rows.append(row)
+    print_table(rows, list(rows[0]))
+    for m, per in agg["calls_hist"].items():
+        print(f"{m} call-count distribution (0..5 calls) per kind:", per)
+    for r in agg["seed_rows"]:
+        print(
+            f"seed {r['seed']}: "
+            + "  ".join(f"{m} {v['accuracy']:.3f}/{v['frames']:.1f}f" for m, v in r["methods"].items())
+            + f"; default world {r['default_world']}"
+        )
+    print("grpo - uniform-56:", agg["grpo_minus_uniform56"])
+    print("targets:", agg["targets"])
+    if args.plot:
+        n = int(per_seed[0]["methods"]["grpo"]["n"])
+        png = plot_accuracy_vs_frames(
+            agg, pathlib.Path(args.plot), len(per_seed), n, "where-to-look toy world"
+        )
+        print("plot:", png)
+    seed_rows = agg.pop("seed_rows")
+    figures = {
+        "quick": bool(args.quick),
+        **agg,
+        "seeds": seed_rows,
         "per_seed": [{k: v for k, v in s.items() if k != "methods"} for s in per_seed],
         "seconds": round(time.perf_counter() - t0, 1),
         "command": " ".join(

@@ -24,34 +24,20 @@ class QAInputError(UserError):
     """A QA request the demo refuses (no video, too long, too large, no question, bad options)."""
 
 
-def resolve_clip_model(policy: str, clip_model: str | None) -> str | None:
-    """``"auto"``: a toy policy's own toy CLIP (``toy:shipped`` -> the shipped one, ``toy:DIR`` -> DIR/clip),
-    no CLIP for any other policy; anything else is used as given."""
-    if clip_model != "auto":
-        return clip_model
-    scheme, _, rest = policy.partition(":")
-    if scheme != "toy":
-        return None
-    from understanding.toyworld import SHIPPED_CLIP
-
-    clip = SHIPPED_CLIP if rest in ("shipped", "default", "") else Path(rest).expanduser() / "clip"
-    return str(clip) if clip.is_dir() else None
-
-
 class QAService:
     """The policy (loaded once), the synthetic examples, validation, and the streamed episode."""
 
     def __init__(self, config: DemoQAConfig, work: WorkArea):
         from understanding.config import QASettings
         from understanding.env import EpisodeConfig
-        from understanding.evaluate import QAWorker
+        from understanding.evaluate import QAWorker, resolve_clip_model
 
         self.config = config
         self.work = work
         settings = QASettings(
             policy=config.policy,
             episode=EpisodeConfig(max_calls=int(config.max_calls), frame_resize=config.frame_resize),
-            clip_model=resolve_clip_model(config.policy, config.clip_model),
+            clip_model=resolve_clip_model(config.clip_model, config.policy),
             clip_sampling=config.clip_sampling,
             cache_dir=str(work.root / "frame_index"),
         )
@@ -65,11 +51,19 @@ class QAService:
 
     def model_note(self) -> str:
         """What the page says about the policy and its CLIP: random weights and scripted policies said plainly."""
+        from understanding.evaluate import resolve_clip_model
         from vidlab.clip.models import TINY_MODEL
 
         policy = self.config.policy
         scheme = policy.partition(":")[0]
-        text = f"Policy: `{self.policy_name}`"
+        text = f"Policy: `{policy}`"  # as configured (toy:shipped), not the folder it resolves to
+        clip = resolve_clip_model(self.config.clip_model, policy)
+        if clip is None:
+            text += " · no CLIP model: the agent has uniform_sample only"
+        elif self.config.clip_model == "auto":
+            text += " · CLIP: the policy's own (qa.clip_model=auto), for clip_sample"
+        else:
+            text += f" · CLIP: `{Path(clip).name or clip}`, for clip_sample"
         if scheme == "hf-tiny":
             text += (
                 "\n\n**Random weights**: this tiny Qwen-VL was never trained; its answers are noise. It shows "
@@ -80,7 +74,6 @@ class QAService:
                 f"\n\nA scripted policy (`{scheme}`), not a model: it shows the episode machinery, "
                 "not a trained VideoBrain."
             )
-        clip = resolve_clip_model(policy, self.config.clip_model)
         if clip == TINY_MODEL:
             text += (
                 "\n\n**Random weights** in the CLIP model (`vidlab-tiny`): clip_sample retrieves at random."
@@ -97,9 +90,16 @@ class QAService:
                 n = int(self.config.synthetic_videos)
                 if n > 0:
                     if self.config.policy.startswith("toy:"):
-                        from understanding.toyworld.world import build_split
+                        from understanding.toyworld.world import build_split, world_config
 
-                        split = build_split(self.work.root / "toyworld", "test", n)
+                        # toy:where plays the where-to-look world (a coarse call, then a zoom)
+                        world = "where" if self.config.policy == "toy:where" else "default"
+                        split = build_split(
+                            self.work.root / ("toyworld" if world == "default" else "toyworld-where"),
+                            "test",
+                            n,
+                            world_config(world),
+                        )
                         rows = [dict(r, video=str(Path(split.root) / r["video"])) for r in split.rows]
                     else:
                         from understanding.benchmarks.synthetic import write_needle_benchmark

@@ -75,6 +75,34 @@ def label_from_accuracy(
     return "adaptive", f"mixed: initial {p0:.2f}, richer {p1:.2f}"
 
 
+def label_from_looks(
+    per_view: Sequence[float],
+    p_one: float,
+    p_two: float,
+    config: ClassifyConfig | None = None,
+) -> tuple[str, str, int | None]:
+    """The labelling rule with a richer view of *two looks*, for worlds where one call is not enough.
+
+    ``per_view``: accuracy on each initial view; ``p_one``: the best accuracy over views of the initial frames plus
+    one call; ``p_two``: accuracy on the initial frames plus two looks (a coarse call, then a zoom on what it
+    found). The richer view is the two-look one, so a question only two looks answer is Active, not filtered;
+    ``looks`` says how many looks the question needs (0 for Direct, 1 when some one-call view already gains
+    ``active_gain``, 2 when only the two-look view does; None for filtered or Adaptive). Returns (label, why,
+    looks)."""
+    c = config or ClassifyConfig()
+    p0 = sum(per_view) / max(1, len(per_view))
+    label, why = label_from_accuracy(p0, max(p_one, p_two), c, per_view)
+    if label == "filtered":
+        return label, "no view answered correctly (initial, one look, two looks)", None
+    if label == "direct":
+        return label, why, 0
+    if label == "active":
+        if p_one - p0 >= c.active_gain:
+            return label, f"one look gains {p_one - p0:.2f} >= {c.active_gain}", 1
+        return label, f"one look gains {p_one - p0:.2f}, two looks {p_two - p0:.2f} >= {c.active_gain}", 2
+    return label, why, None
+
+
 def initial_view_indices(total: int, n: int, views: int = 1) -> list[list[int]]:
     """The frame indices of the initial views: ``linspace(0, total-1, n)`` and ``views - 1`` copies shifted by
     ``v / views`` of the grid's stride; a frame shifted past the end wraps to the start (so a shifted grid never

@@ -12,17 +12,20 @@ from pathlib import Path
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 SHIPPED_CLIP = WEIGHTS_DIR / "clip"
+# the packaged policies, one per world: toy:shipped (the default world) and toy:where (the where-to-look world)
+SHIPPED = {"shipped": WEIGHTS_DIR, "default": WEIGHTS_DIR, "where": WEIGHTS_DIR / "where"}
 
 
 def resolve_toy_dir(rest: str) -> Path:
-    """``toy:shipped`` -> the packaged weights; ``toy:DIR`` -> DIR (must hold policy.json + policy.safetensors)."""
+    """``toy:shipped`` -> the packaged weights of the default world, ``toy:where`` -> those of the where-to-look
+    world (``weights/where``); ``toy:DIR`` -> DIR (must hold policy.json + policy.safetensors)."""
     from understanding.policies.errors import PolicySpecError
 
-    d = WEIGHTS_DIR if rest in ("shipped", "default") else Path(rest).expanduser()
+    d = SHIPPED[rest] if rest in SHIPPED else Path(rest).expanduser()
     if not (d / "policy.json").is_file() or not (d / "policy.safetensors").is_file():
         what = (
             "the shipped toy weights are missing from this installation"
-            if rest in ("shipped", "default")
+            if rest in SHIPPED
             else (
                 f"{str(d)!r} holds no policy.json + policy.safetensors (train one: vidlab train-agent --engine toy)"
             )
@@ -32,7 +35,7 @@ def resolve_toy_dir(rest: str) -> Path:
 
 
 class ToyPolicySpec:
-    """``toy:shipped`` / ``toy:DIR`` in the policy registry (``vidlab.policies`` entry point ``toy``).
+    """``toy:shipped`` / ``toy:where`` / ``toy:DIR`` in the policy registry (``vidlab.policies`` entry point ``toy``).
 
     The toy world registers its policy itself, so ``understanding.policies`` never imports the toy world.
     """
@@ -42,7 +45,16 @@ class ToyPolicySpec:
         resolve_toy_dir(rest)
 
     @staticmethod
+    def clip_model(rest: str) -> str | None:
+        """The toy CLIP this policy was trained with (``DIR/clip``; the shipped ones for ``toy:shipped`` and
+        ``toy:where``), which ``vidlab qa`` / ``eval-qa`` / ``classify`` and the demo use for ``clip_sample`` unless
+        told otherwise."""
+        d = SHIPPED.get(rest or "shipped") or Path(rest).expanduser()
+        clip = d / "clip"
+        return str(clip) if (clip / "open_clip_config.json").is_file() else None
+
+    @staticmethod
     def from_spec(rest: str, **kw: object) -> object:
-        from understanding.toyworld.policy import load_toy_policy
+        from understanding.toyworld.nets import load_toy_policy
 
         return load_toy_policy(resolve_toy_dir(rest), **kw)

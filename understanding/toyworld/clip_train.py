@@ -36,6 +36,9 @@ class ClipTrainConfig:
     weight_decay: float = 0.05
     event_fraction: float = 0.6  # share of each batch drawn from frames that show an event
     seed: int = 0
+    # draw event frames with equal weight per shape (and grey apart) instead of per frame: rare, brief events
+    # (the where world's lit needle, upright plus, star) are then seen as often as the common circles and squares
+    balance: bool = False
 
 
 def _attrs(spec: VideoSpec, t: int) -> tuple[str, str | None, str | None]:
@@ -47,6 +50,17 @@ def caption_variants(border: str, shape: str | None, colour: str | None) -> list
     """Every caption the trainer may pair with a frame of these attributes."""
     if shape is None:
         return [f"no shape, {border} border", f"{border} border", "no shape"]
+    if shape == "cross":  # the where world's foil: "a tilted plus", so "plus" is true of it too
+        return [
+            f"a {colour} tilted plus, {border} border",
+            f"a {colour} tilted plus",
+            f"{colour} tilted plus",
+            "a tilted plus",
+            "tilted plus",
+            "a plus",
+            "plus",
+            f"{border} border",
+        ]
     return [
         f"a {colour} {shape}, {border} border",
         f"a {colour} {shape}",
@@ -108,6 +122,14 @@ def train_clip(
     pix = np.concatenate(frames)
     has_event = np.array([a[1] is not None for a in attrs])
     ev_idx, bg_idx = np.flatnonzero(has_event), np.flatnonzero(~has_event)
+    ev_p = None
+    if cfg.balance:  # each (shape, grey or not) group gets the same share of the event frames drawn
+        group = [(attrs[i][1], attrs[i][2] == "grey") for i in ev_idx]
+        sizes: dict[Any, int] = {}
+        for gkey in group:
+            sizes[gkey] = sizes.get(gkey, 0) + 1
+        ev_p = np.array([1.0 / sizes[gkey] for gkey in group])
+        ev_p /= ev_p.sum()
     vocab = sorted({c for a in set(attrs) for c in caption_variants(*a)})
     cap_pos = {c: i for i, c in enumerate(vocab)}
     tokens = clip.tokenizer(vocab)
@@ -117,7 +139,7 @@ def train_clip(
     bar = tqdm(range(cfg.steps), desc="train toy CLIP", disable=not progress)
     for step in bar:
         n_ev = int(cfg.batch_size * cfg.event_fraction)
-        idx = np.concatenate([rng.choice(ev_idx, n_ev), rng.choice(bg_idx, cfg.batch_size - n_ev)])
+        idx = np.concatenate([rng.choice(ev_idx, n_ev, p=ev_p), rng.choice(bg_idx, cfg.batch_size - n_ev)])
         batch_attrs = [attrs[i] for i in idx]
         caps = [rng.choice(caption_variants(*a)) for a in batch_attrs]
         cap_ids = np.array([cap_pos[c] for c in caps])

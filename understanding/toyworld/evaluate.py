@@ -14,10 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from understanding.toyworld.world import KINDS
+from understanding.toyworld.world import WHERE_KINDS
+
+MAX_CALLS = 5
 
 
 def _summary(trajs: list[tuple[dict, Any]]) -> dict[str, Any]:
+    """Accuracy, frames, calls, invalid share; per kind: accuracy, call rate (share with a call), mean calls,
+    frames and the call-count distribution (``calls_hist_<kind>``: how many questions made 0, 1, ... 5 calls)."""
     correct = [bool(t.valid and t.predicted == r["answer"]) for r, t in trajs]
     out: dict[str, Any] = {
         "n": len(trajs),
@@ -26,11 +30,15 @@ def _summary(trajs: list[tuple[dict, Any]]) -> dict[str, Any]:
         "calls": float(np.mean([t.num_tool_calls for _, t in trajs])) if trajs else float("nan"),
         "invalid": float(np.mean([not t.valid for _, t in trajs])) if trajs else float("nan"),
     }
-    for kind in KINDS:
+    for kind in WHERE_KINDS:
         sel = [(r, t, c) for (r, t), c in zip(trajs, correct) if r["category"] == kind]
         if sel:
             out[f"accuracy_{kind}"] = float(np.mean([c for _, _, c in sel]))
             out[f"call_rate_{kind}"] = float(np.mean([t.num_tool_calls > 0 for _, t, _ in sel]))
+            out[f"calls_{kind}"] = float(np.mean([t.num_tool_calls for _, t, _ in sel]))
+            out[f"frames_{kind}"] = float(np.mean([t.num_frames_used for _, t, _ in sel]))
+            hist = np.bincount([min(t.num_tool_calls, MAX_CALLS) for _, t, _ in sel], minlength=MAX_CALLS + 1)
+            out[f"calls_hist_{kind}"] = [int(x) for x in hist]
     return out
 
 

@@ -52,12 +52,19 @@ _INTERVAL = re.compile(r"between frame (\d+) and frame (\d+)")
 class PolicyNetConfig:
     embed_dim: int = 32
     hidden: int = 64
+    # "basic": the three actions above (answer / clip_sample / uniform_sample, arguments by rule); "where": the
+    # where-to-look policy's seven tool-with-argument actions (``understanding.toyworld.where``)
+    actions: str = "basic"
 
 
 def subject(question: str) -> str:
     """The CLIP prompt for a question: its subject noun, singular ("How many circles ..." -> "circle")."""
-    q = question.lower()
-    m = re.search(r"how many (\w+)", q) or re.search(r"the (\w+)(?: of the video)?\?", q)
+    q = question.lower().replace(" upright ", " ")  # "the upright plus": the noun is "plus"
+    m = (
+        re.search(r"how many (\w+)", q)
+        or re.search(r"colou?r (?:is|was|did) the (\w+)", q)
+        or re.search(r"the (\w+)(?: of the video)?\?", q)
+    )
     if not m:
         return " ".join(q.split()[:4]) or "object"
     w = m.group(1)
@@ -192,6 +199,8 @@ def option_text(option: str, subj: str) -> str:
 class ToyPolicyNet(_torch().nn.Module):  # type: ignore[misc]
     """The reader + the action head (see the module docstring); inputs are a padded batch (``Features.collate``)."""
 
+    ACTIONS: tuple[str, ...] = ACTIONS
+
     def __init__(self, cfg: PolicyNetConfig | None = None):
         torch = _torch()
         nn = torch.nn
@@ -264,6 +273,13 @@ class ToyPolicyNet(_torch().nn.Module):  # type: ignore[misc]
         act = self.action_head(z).masked_fill(~b["action_mask"], -1e9)
         return act, ans
 
+    # ---- the policy's side: what the network is shown, and its decisions as text ------------------------
+    def featurize(self, obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
+        return featurize(obs, emb, max_calls)
+
+    def render(self, obs: Observation, f: Features, action: int, letter: str | None) -> str:
+        return render(obs, action, letter)
+
 
 EVIDENCE_DIM = 4
 
@@ -285,6 +301,12 @@ class Features:
     n_obs: int  # frames in the latest observation (their tokens are masked out of the loss)
     labels: list[int] = field(default_factory=list)  # the frames' labels, in the order of ``img``
     frame_target: Any = None  # [N] teacher's "shows the subject" per frame (cold start only; -1 unknown)
+    # the where-to-look policy's extras (``where.where_featurize``; None for the basic policy)
+    anchor: Any = None  # [D] the anchor's text embedding ("star"; "no shape" when the question names none)
+    has_anchor: float = 0.0
+    latest: Any = None  # [N] 1 for frames of the latest observation
+    plan: Any = None  # ``where.Plan``: each action's arguments
+    anchor_target: Any = None  # [N] teacher's "shows the anchor" (cold start only; -1 unknown)
 
     @staticmethod
     def collate(items: list[Features], max_options: int = 4) -> dict[str, Any]:
@@ -321,6 +343,24 @@ class Features:
             "state": torch.stack([f.state for f in items]),
             "action_mask": torch.stack([f.action_mask for f in items]),
             "frame_target": target,
+            **(Features._where_extras(items, N) if items[0].anchor is not None else {}),
+        }
+
+    @staticmethod
+    def _where_extras(items: list[Features], N: int) -> dict[str, Any]:
+        torch = _torch()
+        B = len(items)
+        latest = torch.zeros(B, N)
+        anchor_target = torch.full((B, N), -1.0)
+        for i, f in enumerate(items):
+            latest[i, : f.latest.shape[0]] = f.latest
+            if f.anchor_target is not None:
+                anchor_target[i, : f.img.shape[0]] = f.anchor_target
+        return {
+            "anchor": torch.stack([f.anchor for f in items]),
+            "has_anchor": torch.tensor([f.has_anchor for f in items]),
+            "latest": latest,
+            "anchor_target": anchor_target,
         }
 
 
@@ -448,10 +488,23 @@ class ToyPolicy:
         self.name = name
         self.max_calls = max_calls
 
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The action set: ``ACTIONS`` (basic) or ``where.WHERE_ACTIONS``."""
+        return tuple(self.net.ACTIONS)
+
+    def featurize(self, obs: Observation) -> Features:
+        """What the network is shown at this decision (the where policy also plans each action's arguments)."""
+        return self.net.featurize(obs, self.embedder, self.max_calls)
+
+    def render(self, obs: Observation, f: Features, action: int, letter: str | None) -> str:
+        """A decision as protocol text."""
+        return self.net.render(obs, f, action, letter)
+
     def _logits(self, messages: list[Message]) -> tuple[Observation, Features, Any, Any]:
         torch = _torch()
         obs = observe(messages)
-        f = featurize(obs, self.embedder, self.max_calls)
+        f = self.featurize(obs)
         with torch.no_grad():
             act_logits, ans_logits = self.net(Features.collate([f]))
         return obs, f, act_logits[0], ans_logits[0]
@@ -468,10 +521,10 @@ class ToyPolicy:
         b = min(b, max(1, len(obs.options)) - 1)
         logp = float(la.log_softmax(-1)[a])
         letter = -1
-        if ACTIONS[a] == "answer":
+        if self.actions[a] == "answer":
             letter = b
             logp += float(lb.log_softmax(-1)[b])
-        text = render(obs, a, chr(65 + letter) if letter >= 0 else None)
+        text = self.render(obs, f, a, chr(65 + letter) if letter >= 0 else None)
         return Decision(f, a, letter, logp, text)
 
     def act(self, messages: list[Message], temperature: float = 1.0, generator: Any = None) -> Decision:
@@ -507,23 +560,3 @@ class ToyPolicy:
         commit_tmp(tmp, d / "policy.safetensors")
         atomic_write_json(d / "policy.json", {"net": asdict(self.net.cfg), "clip": str(clip_dir or "clip")})
         return d
-
-
-def load_toy_policy(directory: str | os.PathLike, **kw: Any) -> ToyPolicy:
-    """Load ``policy.safetensors`` + the CLIP named in ``policy.json`` (relative to the folder)."""
-    from safetensors.torch import load_file
-
-    from vidlab.clip import load_model
-
-    d = Path(directory)
-    meta_path = d / "policy.json"
-    if not meta_path.is_file() or not (d / "policy.safetensors").is_file():
-        from understanding.policies.errors import PolicySpecError
-
-        raise PolicySpecError(f"toy:{d}", "expected policy.json and policy.safetensors in that folder")
-    meta = json.loads(meta_path.read_text())
-    net = ToyPolicyNet(PolicyNetConfig(**meta["net"]))
-    net.load_state_dict(load_file(str(d / "policy.safetensors")))
-    clip_dir = Path(meta.get("clip", "clip"))
-    clip = load_model(clip_dir if clip_dir.is_absolute() else d / clip_dir, device="cpu", precision="fp32")
-    return ToyPolicy(net, clip, name=kw.pop("name", f"toy:{d}"), **kw)

@@ -20,7 +20,7 @@ import numpy as np
 
 from understanding.env import Episode, EpisodeConfig, Trajectory
 from understanding.reward import compute_score
-from understanding.toyworld.policy import ACTIONS, Decision, Features, ToyPolicy, decision_logp
+from understanding.toyworld.policy import Decision, Features, ToyPolicy, decision_logp
 
 # Toy frames are shown at their native 32x32 ("fit"); the reference stretches every frame to 640x360.
 TOY_EPISODE = EpisodeConfig(frame_resize="fit")
@@ -74,10 +74,10 @@ def rollout(
     return Rollout(row, decisions, traj, score(traj, row, classification))
 
 
-def guard_calls(score: float, num_calls: int, extra_call_cost: float) -> float:
-    """The creep guard: every tool call after the first costs ``extra_call_cost`` (one call is free, as the
-    behaviour reward's "used a tool" bit; a second or fifth call must buy accuracy to pay for itself)."""
-    return float(score) - float(extra_call_cost) * max(0, int(num_calls) - 1)
+def guard_calls(score: float, num_calls: int, extra_call_cost: float, free_calls: int = 1) -> float:
+    """The creep guard: every tool call after the first ``free_calls`` (default 1, as the behaviour reward's "used
+    a tool" bit) costs ``extra_call_cost``; a further call must buy accuracy to pay for itself."""
+    return float(score) - float(extra_call_cost) * max(0, int(num_calls) - int(free_calls))
 
 
 def all_tied(rewards: Sequence[float]) -> bool:
@@ -230,9 +230,11 @@ def grpo_update(
 def _sft_loss(policy: ToyPolicy, examples: Sequence[tuple]) -> Any:
     """Cross-entropy on teacher decisions: the action token, and the letter token when it answers.
 
-    Examples are ``(features, action, letter)`` or ``(features, action, letter, letter_weight)``; the weight scales
-    the letter token's loss (0 where the frames in view cannot show the answer: nothing to read there). Features
-    with a ``frame_target`` add a binary cross-entropy on the reader's per-frame subject presence.
+    Examples are ``(features, action, letter)``, ``(features, action, letter, letter_weight)`` or
+    ``(features, action, letter, letter_weight, action_weight)``; the letter weight scales the letter token's loss
+    (0 where the frames in view cannot show the answer: nothing to read there), the action weight the action
+    token's (default 1). Features with a ``frame_target`` (``anchor_target``) add a binary cross-entropy on the
+    reader's per-frame presence of the subject (the anchor).
     """
     import torch
 
@@ -240,14 +242,19 @@ def _sft_loss(policy: ToyPolicy, examples: Sequence[tuple]) -> Any:
     actions = torch.tensor([e[1] for e in examples])
     letters = torch.tensor([e[2] for e in examples])
     weights = torch.tensor([float(e[3]) if len(e) > 3 else 1.0 for e in examples])
+    act_w = torch.tensor([float(e[4]) if len(e) > 4 else 1.0 for e in examples])
     tok, mask, _ = decision_logp(policy.net, batch, actions, letters)
-    w = mask * torch.stack([torch.ones_like(weights), weights], 1)
+    w = mask * torch.stack([act_w, weights], 1)
     loss = -(tok * w).sum() / w.sum().clamp(min=1e-6)
     target = batch["frame_target"]
     known = target >= 0
     if bool(known.any()):  # the teacher's per-frame "shows the subject" (reading, not deciding)
         pres = policy.net.presence_logits(batch)
         loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(pres[known], target[known])
+    if "anchor_target" in batch and bool((batch["anchor_target"] >= 0).any()):
+        t = batch["anchor_target"]
+        pres = policy.net.presence_logits({**batch, "subj": batch["anchor"]})
+        loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(pres[t >= 0], t[t >= 0])
     return loss
 
 
@@ -301,29 +308,39 @@ def sft_step(
 
 
 class TeacherDecide:
-    """A teacher that takes ``plan`` once (``answer``, ``clip_sample`` or ``uniform_sample``) and then answers the
-    ground-truth letter, in the policy's own text. ``views`` records the frame labels in view at each decision.
+    """A teacher that takes ``plan`` once (one of the policy's actions: ``answer``, ``clip_sample`` or
+    ``uniform_sample`` for the basic policy) and then answers the ground-truth letter, in the policy's own text.
+    ``views`` records the frame labels in view at each decision.
 
     The cold start runs one teacher per action per question, so it teaches the format and the reading, not *when*
     to call: that is left to GRPO and the reward.
     """
 
     def __init__(self, policy: ToyPolicy, row: dict[str, Any], plan: str):
-        if plan not in ACTIONS:
-            raise ValueError(f"plan must be one of {ACTIONS}, got {plan!r}")
-        self.policy, self.row, self.plan = policy, row, ACTIONS.index(plan)
+        actions = policy.actions
+        if plan not in actions:
+            raise ValueError(f"plan must be one of {actions}, got {plan!r}")
+        self.policy, self.row, self.plan = policy, row, actions.index(plan)
         self.views: list[list[int]] = []
 
+    def possible(self, messages: list) -> bool:
+        """Can the plan be the first action on this conversation (e.g. a zoom needs a previous call)?"""
+        from understanding.toyworld.policy import observe
+
+        return bool(self.policy.featurize(observe(messages)).action_mask[self.plan])
+
     def __call__(self, messages: list, generator: Any = None) -> Decision:
-        from understanding.toyworld.policy import featurize, observe, render
+        from understanding.toyworld.policy import observe
 
         obs = observe(messages)
-        f = featurize(obs, self.policy.embedder, self.policy.max_calls)
+        f = self.policy.featurize(obs)
         mask = f.action_mask.tolist()
         a = self.plan if (not obs.calls and mask[self.plan]) else 0
         letter = ord(self.row["answer"]) - 65 if a == 0 else -1
         self.views.append(sorted({lab for lab, _ in obs.frames}))
-        return Decision(f, a, letter, 0.0, render(obs, a, self.row["answer"] if a == 0 else None))
+        return Decision(
+            f, a, letter, 0.0, self.policy.render(obs, f, a, self.row["answer"] if a == 0 else None)
+        )
 
 
 def teacher_decide(policy: ToyPolicy, row: dict[str, Any], plan: str = "answer") -> TeacherDecide:

@@ -37,6 +37,10 @@ class SFTConfig:
     evidence_views: bool = True  # and from the ground-truth frames, alone and after the 16 initial frames
     reading_batch: int = 256  # per-frame reading examples per step (0: none)
     reading_videos: int = 60  # extra training-range seeds whose rendered frames teach reading (no questions)
+    # weight of the action token at the teacher's later turns (its answer after the one call it plans): 1 teaches
+    # "answer after one call"; the where preset uses 0, so the cold start teaches no stopping rule either and
+    # GRPO finds out how many looks a question needs
+    later_action_weight: float = 1.0
 
 
 @dataclass
@@ -54,6 +58,7 @@ class GRPOConfig:
     # guard against call creep: every tool call after the first costs this much reward (both rewards; the paper
     # has no such term, and then nothing stops a policy from calling five times where one call answers)
     extra_call_cost: float = 0.1
+    free_calls: int = 1  # calls before the guard charges (the where preset: 2, a coarse call and a zoom)
     checkpoint_every: int = 4
 
 
@@ -75,6 +80,9 @@ class ToyTrainConfig:
     # 16 frames is not Direct (label_noise.json reports the noise)
     classify_views: int = 4
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    # the policy's action set: "basic" (answer / clip_sample / uniform_sample, arguments by rule) or "where"
+    # (seven tool-with-argument actions, understanding.toyworld.where)
+    actions: str = "basic"
     threads: int = 1  # torch threads (on a shared 2-core machine, 1 is much faster in wall-clock time than 2)
     progress: bool = True
 
@@ -176,19 +184,23 @@ def reading_set(
     rng: np.random.Generator,
     rendered: list[int] | None = None,
     per_video: int = 200,
+    where: bool = False,
 ) -> Any:
     """The cold start's per-frame reading examples (ground truth from the spec): event frames read as "<colour>
     <shape>" among 4 colours (the true one + 3 others), frames read for the border colour, and "does this frame
     show <subject>" for the right and a wrong subject. Frames: the decoded mp4 frames of the training videos
-    ``seeds`` plus frames rendered (``world.render_frame``, no mp4) from the specs of the ``rendered`` seeds."""
+    ``seeds`` plus frames rendered (``world.render_frame``, no mp4) from the specs of the ``rendered`` seeds.
+    ``where``: the where world's shapes too (the star, the cross; a grey triangle is read as "not the triangle":
+    it is the unlit region around the flash, and has no option colour)."""
     rendered = list(rendered or [])
     import torch
 
     from understanding.toyworld.rl import ReadingSet
-    from understanding.toyworld.world import COLOURS, SHAPES, render_frame, video_spec
+    from understanding.toyworld.world import COLOURS, GREY, SHAPES, WHERE_SHAPES, render_frame, video_spec
 
     names = sorted(COLOURS)
-    subjects = [*SHAPES, "border"]
+    subjects = [*(WHERE_SHAPES if where else SHAPES), "border"]
+    rare_shapes = ("triangle", "plus", "star", "cross") if where else ("triangle", "plus")
     emb = policy.embedder
     texts = torch.from_numpy(np.asarray(emb.texts(subjects), np.float32))
     none = torch.from_numpy(np.asarray(emb.texts(["no shape"]), np.float32))
@@ -221,7 +233,7 @@ def reading_set(
             reader = world.reader(world.splits["train"].root / f"videos/{seed:06d}.mp4")
             n, frame = reader.num_frames, reader.get_frame
         shape = [e.shape if e is not None else None for e in (spec.event_at(t) for t in range(n))]
-        rare = [t for t in range(n) if shape[t] in ("triangle", "plus")]
+        rare = [t for t in range(n) if shape[t] in rare_shapes]
         ev_t = [t for t in range(n) if shape[t] in ("circle", "square")]
         bg_t = [t for t in range(n) if shape[t] is None]
         take = rare  # every frame of the rare shapes (one triangle and one plus per video)
@@ -231,11 +243,16 @@ def reading_set(
         x = torch.from_numpy(np.asarray(x / np.linalg.norm(x, axis=1, keepdims=True), np.float32))
         for xi, t in zip(x, take):
             ev = spec.event_at(int(t))
-            if ev is not None:
+            if ev is not None and ev.colour == GREY:
+                add(xi, ev.shape, None, False)
+                add(xi, str(rng.choice([sh for sh in subjects[:-1] if sh != ev.shape])), None, False)
+            elif ev is not None and ev.shape == "cross":  # a tilted plus is not "the upright plus"
+                add(xi, "plus", None, False)
+            elif ev is not None:
                 add(xi, ev.shape, ev.colour, True)
-                add(xi, str(rng.choice([sh for sh in SHAPES if sh != ev.shape])), None, False)
+                add(xi, str(rng.choice([sh for sh in subjects[:-1] if sh != ev.shape])), None, False)
             else:
-                add(xi, str(rng.choice(SHAPES)), None, False)
+                add(xi, str(rng.choice(subjects[:-1])), None, False)
             add(xi, "border", spec.border, True)
     return ReadingSet(
         torch.stack(xs),
@@ -257,51 +274,60 @@ def stage_sft(world: World, clip: Any, out: Path, cfg: ToyTrainConfig, log: Logg
     the SFT videos and from frames rendered for ``sft.reading_videos`` more training-range seeds (``reading_set``;
     never the RL videos). The letter token's loss counts only where the frames in view show the
     answer (``world.evidence_in_view``): a colour the frames cannot show teaches nothing about reading. Count
-    questions are the exception: every count view counts, so that the reader learns how far a count from few
-    frames inside the interval can be trusted (its learned ``trust``).
+    questions are the exception in the default world: every count view counts, so that the reader learns how far
+    a count from few frames inside the interval can be trusted (its learned ``trust``); the where policy's are
+    gated like the others. A plan not possible as a first action (a zoom) gets no trajectory; the action token of
+    the teacher's later turns weighs ``sft.later_action_weight``.
     """
     import torch
     from tqdm.auto import tqdm
 
     from understanding import protocol as P
     from understanding.agents import decode_frames, linspace_frames
-    from understanding.toyworld.policy import (
-        ACTIONS,
-        PolicyNetConfig,
-        ToyPolicy,
-        ToyPolicyNet,
-        featurize,
-        load_toy_policy,
-        observe,
-        subject,
-    )
+    from understanding.toyworld.nets import load_toy_policy, new_net
+    from understanding.toyworld.policy import PolicyNetConfig, ToyPolicy, observe, subject
     from understanding.toyworld.rl import rollout, sft_step, teacher_decide
+    from understanding.toyworld.where import anchor_of
     from understanding.toyworld.world import evidence_frames, evidence_in_view, shows_subject
 
     d = out / "sft"
     if (d / "policy.safetensors").is_file():
         return load_toy_policy(d)
     torch.manual_seed(cfg.seed)
-    policy = ToyPolicy(ToyPolicyNet(PolicyNetConfig(embed_dim=clip.dim)), clip)
+    policy = ToyPolicy(new_net(PolicyNetConfig(embed_dim=clip.dim, actions=cfg.actions)), clip)
+    where = cfg.actions == "where"
     sft_rows, _ = split_train_rows(world, cfg)
     cache = out / "index_cache"
-    examples: list[tuple[Any, int, int, float]] = []
+    examples: list[tuple[Any, ...]] = []
     for row in tqdm(sft_rows, desc="teacher trajectories", disable=not cfg.progress):
         path = world.video_path("train", row)
         agents = world.agents(path, clip, cache)
         spec, kind, gt = _spec(world, row), row["category"], ord(row["answer"]) - 65
         subj = subject(row["question"])
 
-        def target(f: Any, spec: Any = spec, subj: str = subj) -> Any:
+        anchor = anchor_of(row["question"])
+        # count views teach the reader's trust even without the evidence; the where world gates them on it (one
+        # uniform call over its interval misses circles: counting those views would teach miscounts)
+        count_all = kind == "count" and not where
+
+        def target(f: Any, spec: Any = spec, subj: str = subj, anchor: str | None = anchor) -> Any:
+            if f.anchor is not None:  # the where policy's reader also learns the anchor's presence
+                f.anchor_target = torch.tensor(
+                    [float(bool(anchor) and shows_subject(spec, str(anchor), t)) for t in f.labels]
+                )
             return torch.tensor([float(shows_subject(spec, subj, t)) for t in f.labels])
 
-        for plan in ACTIONS:
+        for plan in policy.actions:
             teacher = teacher_decide(policy, row, plan)
             r = rollout(policy, row, agents, decide=teacher)
-            for dd, labels in zip(r.decisions, teacher.views):
-                w = float(evidence_in_view(spec, kind, labels) or kind == "count") if dd.letter >= 0 else 0.0
+            if policy.actions[r.decisions[0].action] != plan:
+                continue  # not possible as a first action (a zoom needs a previous call): no trajectory
+            for i, (dd, labels) in enumerate(zip(r.decisions, teacher.views)):
+                w = float(evidence_in_view(spec, kind, labels) or count_all) if dd.letter >= 0 else 0.0
                 dd.features.frame_target = target(dd.features)
-                examples.append((dd.features, dd.action, dd.letter, w))
+                examples.append(
+                    (dd.features, dd.action, dd.letter, w, 1.0 if i == 0 else cfg.sft.later_action_weight)
+                )
         reader = world.reader(path)
         n = reader.num_frames
         views = [linspace_frames(0, n, k) for k in cfg.sft.reader_views]
@@ -311,15 +337,15 @@ def stage_sft(world: World, clip: Any, out: Path, cfg: ToyTrainConfig, log: Logg
         for idx in views:
             frames = decode_frames(reader, idx, resize="fit")
             msgs = P.build_initial_messages(row["question"], frames, n, reader.fps, row["options"], tools=())
-            f = featurize(observe(msgs), policy.embedder)
+            f = policy.featurize(observe(msgs))
             f.frame_target = target(f)
-            examples.append((f, 0, gt, float(evidence_in_view(spec, kind, idx) or kind == "count")))
+            examples.append((f, 0, gt, float(evidence_in_view(spec, kind, idx) or count_all)))
     rng = np.random.default_rng(cfg.seed)
     # reading is taught on the SFT videos' frames and on frames rendered from more training-range seeds that no
     # split uses (never on the RL videos: the classification of their questions must not have seen their frames)
     seeds = sorted({int(Path(r["video"]).stem) for r in sft_rows})
     extra = list(range(50_000 + 1000 * cfg.seed, 50_000 + 1000 * cfg.seed + cfg.sft.reading_videos))
-    reading = reading_set(world, policy, seeds, rng, extra) if cfg.sft.reading_batch else None
+    reading = reading_set(world, policy, seeds, rng, extra, where=where) if cfg.sft.reading_batch else None
     opt = torch.optim.Adam(policy.net.parameters(), lr=cfg.sft.lr)
     for step in tqdm(range(cfg.sft.steps), desc="SFT", disable=not cfg.progress):
         pick = rng.choice(len(examples), min(cfg.sft.batch_size, len(examples)), replace=False)
@@ -384,6 +410,7 @@ def label_noise(world: World, labelled: list[dict], num_initial: int = 16) -> di
             k["not_direct_with_evidence"] += 1
         if lab == "active" and seen:
             k["active_with_evidence"] += 1
+    looks_noise(world, labelled, out)
     total = {"n": 0, "direct_with_evidence": 0, "direct_without_evidence": 0, "not_direct_with_evidence": 0}
     for k in out.values():
         direct = k["direct_with_evidence"] + k["direct_without_evidence"]
@@ -398,23 +425,148 @@ def label_noise(world: World, labelled: list[dict], num_initial: int = 16) -> di
     return out
 
 
+# The where policy's look probes for classification: one look = one coarse call; two looks = a coarse call and
+# the zoom it leads to (arguments by the action templates, from what the SFT reader sees; never the ground truth)
+ONE_LOOK = ("clip_subject", "clip_anchor", "uniform_all", "uniform_split")
+TWO_LOOKS = (
+    ("clip_subject", "zoom_around"),
+    ("clip_anchor", "zoom_before"),
+    ("uniform_split", "uniform_split"),
+)
+
+
+def probe_frames(
+    policy: Any, row: dict[str, Any], agents: dict[str, Any], script: tuple[str, ...]
+) -> list[int]:
+    """The frames shown by the initial view plus the calls of ``script`` (action names of ``policy``), each with the
+    arguments the policy's action templates give on what its reader saw; an action not possible then is skipped."""
+    from understanding.env import Episode
+    from understanding.toyworld.policy import observe
+    from understanding.toyworld.rl import TOY_EPISODE
+
+    ep = Episode(None, row["question"], row["options"], TOY_EPISODE, agents)
+    msgs = ep.reset()
+    for name in script:
+        obs = observe(msgs)
+        f = policy.featurize(obs)
+        a = policy.actions.index(name)
+        if not bool(f.action_mask[a]):
+            continue
+        ep.step(policy.render(obs, f, a, None))
+        if ep.done:
+            break
+        msgs = ep.messages
+    return sorted(ep.shown)
+
+
+def classify_looks(world: World, policy: Any, clip: Any, out: Path, cfg: ToyTrainConfig) -> list[dict]:
+    """Label the RL rows with ``understanding.classify.label_from_looks``: the SFT policy answers (no tools, ``k``
+    samples, temperature 1) from the ``classify_views`` initial views, from each one-look view (``ONE_LOOK``) and
+    from the two-look view (the union of ``TWO_LOOKS``' frames). Written to ``labels.jsonl`` (reused when there)."""
+    from understanding import protocol as P
+    from understanding.agents import decode_frames
+    from understanding.classify import ClassifyConfig, initial_view_indices, label_from_looks
+    from vidlab.io import atomic_write_text
+
+    path = out / "labels.jsonl"
+    if path.is_file():
+        return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    _, rl_rows = split_train_rows(world, cfg)
+    ccfg = ClassifyConfig(k=cfg.classify_k, seed=cfg.seed, initial_views=cfg.classify_views)
+    cache = out / "index_cache"
+    labelled = []
+    for i, row in enumerate(rl_rows):
+        agents = world.agents(world.video_path("train", row), clip, cache)
+        reader = agents["uniform_sample"].reader
+        n = reader.num_frames
+        gt = row["answer"]
+
+        def acc(
+            idx: list[int], seed: int, row: dict = row, reader: Any = reader, n: int = n, gt: str = gt
+        ) -> float:
+            frames = decode_frames(reader, idx, resize="fit")
+            msgs = P.build_initial_messages(row["question"], frames, n, reader.fps, row["options"], tools=())
+            texts = policy.generate(msgs, num_samples=ccfg.k, temperature=ccfg.temperature, seed=seed)
+            return sum(P.parse_assistant_turn(t).answer == gt for t in texts) / ccfg.k
+
+        seed = cfg.seed * 100_003 + i * 17
+        init = initial_view_indices(n, ccfg.num_initial_frames, ccfg.initial_views)
+        per_view = [acc(v, seed + j) for j, v in enumerate(init)]
+        one = {a: probe_frames(policy, row, agents, (a,)) for a in ONE_LOOK}
+        one = {a: v for a, v in one.items() if len(v) > len(init[0])}  # the call was possible
+        p_one = {a: acc(v, seed + 7 + j) for j, (a, v) in enumerate(one.items())}
+        two: set[int] = set()
+        for pair in TWO_LOOKS:
+            two.update(probe_frames(policy, row, agents, pair))
+        p_two = acc(sorted(two), seed + 13)
+        label, why, looks = label_from_looks(per_view, max(p_one.values(), default=0.0), p_two, ccfg)
+        p0 = sum(per_view) / len(per_view)
+        labelled.append(
+            {
+                **row,
+                "classification": label,
+                "classification_info": {
+                    "acc_initial": round(p0, 4),
+                    "acc_initial_views": [round(p, 4) for p in per_view],
+                    "acc_one_look": {a: round(p, 4) for a, p in p_one.items()},
+                    "acc_two_looks": round(p_two, 4),
+                    "acc_rich": round(max(p_two, *p_one.values()) if p_one else p_two, 4),
+                    "looks": looks,
+                    "why": why,
+                    "k": ccfg.k,
+                    # the views' frames, for the label-noise report (classification itself never sees truth)
+                    "one_look_frames": one,
+                    "two_look_frames": sorted(two),
+                },
+            }
+        )
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in labelled))
+    return labelled
+
+
+def looks_noise(world: World, labelled: list[dict], out: dict[str, Any]) -> None:
+    """For labels made with looks (``classify_looks``), per kind in ``out``: how many rows need 0 / 1 / 2 looks
+    (``looks``), ``one_look_without_evidence``: rows labelled one look although no one-look view showed the answer
+    (a lucky one-look reading), and ``two_looks_with_evidence``: rows whose two-look view showed it."""
+    from understanding.toyworld.world import evidence_in_view
+
+    for r in labelled:
+        info = r.get("classification_info") or {}
+        if "one_look_frames" not in info:
+            continue
+        spec = _spec(world, r)
+        k = out[r["category"]]
+        looks = str(info.get("looks"))
+        k.setdefault("looks", {})[looks] = k.setdefault("looks", {}).get(looks, 0) + 1
+        shown = any(evidence_in_view(spec, r["category"], v) for v in info["one_look_frames"].values())
+        k["one_look_without_evidence"] = k.get("one_look_without_evidence", 0) + int(
+            looks == "1" and not shown
+        )
+        two = evidence_in_view(spec, r["category"], info["two_look_frames"])
+        k["two_looks_with_evidence"] = k.get("two_looks_with_evidence", 0) + int(two)
+
+
 def stage_classify(world: World, sft_policy: Any, clip: Any, out: Path, cfg: ToyTrainConfig) -> list[dict]:
-    """Label the RL rows Direct / Adaptive / Active / filtered with the SFT policy (understanding.classify)."""
+    """Label the RL rows Direct / Adaptive / Active / filtered with the SFT policy (understanding.classify); the
+    where policy labels with one-look and two-look views (``classify_looks``)."""
     from understanding.classify import ClassifyConfig, classify_rows
     from vidlab.io import atomic_write_json
 
     _, rl_rows = split_train_rows(world, cfg)
     ccfg = ClassifyConfig(k=cfg.classify_k, seed=cfg.seed, initial_views=cfg.classify_views)
-    labelled = classify_rows(
-        rl_rows,
-        sft_policy,
-        config=ccfg,
-        clip_model=clip,
-        index_cache_dir=out / "index_cache",
-        out_path=out / "labels.jsonl",
-        video_root=world.splits["train"].root,
-        progress=cfg.progress,
-    )
+    if cfg.actions == "where":
+        labelled = classify_looks(world, sft_policy, clip, out, cfg)
+    else:
+        labelled = classify_rows(
+            rl_rows,
+            sft_policy,
+            config=ccfg,
+            clip_model=clip,
+            index_cache_dir=out / "index_cache",
+            out_path=out / "labels.jsonl",
+            video_root=world.splits["train"].root,
+            progress=cfg.progress,
+        )
     noise = label_noise(world, labelled)
     # the same rows under the one-view rule (the labels before ``classify_views``), for the before/after report
     noise["single_view"] = label_noise(world, single_view_labels(labelled, ccfg))
@@ -436,7 +588,7 @@ def stage_grpo(
     import torch
     from tqdm.auto import tqdm
 
-    from understanding.toyworld.policy import load_toy_policy
+    from understanding.toyworld.nets import load_toy_policy
     from understanding.toyworld.rl import (
         all_tied,
         group_advantages,
@@ -508,7 +660,7 @@ def stage_grpo(
             ]
             for r in group:  # the creep guard: calls after the first cost reward
                 r.reward["score"] = guard_calls(
-                    r.reward["score"], r.trajectory.num_tool_calls, g.extra_call_cost
+                    r.reward["score"], r.trajectory.num_tool_calls, g.extra_call_cost, g.free_calls
                 )
             rewards = [r.reward["score"] for r in group]
             ties += int(all_tied(rewards))
@@ -585,29 +737,82 @@ def plot_curves(log_path: Path, png: Path, title: str = "GRPO") -> Path:
     return png
 
 
-def run(cfg: ToyTrainConfig, stages: tuple[str, ...] = ("grpo",)) -> dict[str, Any]:
-    """Run the pipeline up to GRPO (behaviour reward, plus ``acc-only`` when ``"grpo-acc-only"`` is in stages)."""
+STAGES = ("world", "clip", "sft", "classify", "grpo", "grpo-acc-only")
+
+
+def _timed(out: Path, name: str, marker: Path, fn: Any) -> Any:
+    """Run ``fn``; when the stage was not finished before (``marker`` absent), add its wall and CPU seconds (this
+    process, all threads) to ``OUT/timing.json``, so a stage resumed after a kill sums its parts."""
+    from vidlab.io import atomic_write_json
+
+    pending = not marker.exists()
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = fn()
+    if pending:
+        path = out / "timing.json"
+        timing = json.loads(path.read_text()) if path.is_file() else {}
+        rec = timing.setdefault(name, {"wall_s": 0.0, "cpu_s": 0.0, "runs": 0})
+        rec["wall_s"] = round(rec["wall_s"] + time.perf_counter() - t0, 1)
+        rec["cpu_s"] = round(rec["cpu_s"] + time.process_time() - c0, 1)
+        rec["runs"] += 1
+        atomic_write_json(path, timing)
+    return result
+
+
+def run(cfg: ToyTrainConfig, stages: tuple[str, ...] = ("grpo",), upto: str | None = None) -> dict[str, Any]:
+    """Run the pipeline up to GRPO (behaviour reward, plus ``acc-only`` when ``"grpo-acc-only"`` is in stages);
+    ``upto`` (``world``, ``clip``, ``sft``, ``classify``) stops after that stage. Each stage's wall and CPU time,
+    when it ran, goes to ``OUT/timing.json``."""
     import torch
 
     from vidlab.config import save_resolved
 
+    if upto is not None and upto not in STAGES[:4]:
+        raise ValueError(f"upto must be one of {STAGES[:4]}, got {upto!r}")
     torch.set_num_threads(max(1, int(cfg.threads)))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     log = Logger(out / "log.jsonl")
-    world = World(out / "data", cfg)
-    clip = stage_clip(world, out, cfg, log)
-    sft = stage_sft(world, clip, out, cfg, log)
-    labelled = stage_classify(world, sft, clip, out, cfg)
-    result: dict[str, Any] = {"world": world, "clip": clip, "sft": sft, "labels": labelled}
+    world = _timed(out, "world", out / "data" / "test" / "world.json", lambda: World(out / "data", cfg))
+    result: dict[str, Any] = {"world": world}
+    if upto == "world":
+        return result
+    clip = _timed(
+        out, "clip", out / "clip" / "open_clip_config.json", lambda: stage_clip(world, out, cfg, log)
+    )
+    result["clip"] = clip
+    if upto == "clip":
+        return result
+    sft = _timed(
+        out, "sft", out / "sft" / "policy.safetensors", lambda: stage_sft(world, clip, out, cfg, log)
+    )
+    result["sft"] = sft
+    if upto == "sft":
+        return result
+    labelled = _timed(
+        out, "classify", out / "label_noise.json", lambda: stage_classify(world, sft, clip, out, cfg)
+    )
+    result["labels"] = labelled
+    if upto == "classify":
+        return result
     if "grpo" in stages:
-        result["grpo"] = stage_grpo(world, out / "sft", clip, labelled, out, cfg, "grpo")
+        result["grpo"] = _timed(
+            out,
+            "grpo",
+            out / "grpo" / "done.json",
+            lambda: stage_grpo(world, out / "sft", clip, labelled, out, cfg, "grpo"),
+        )
     if "grpo-acc-only" in stages:
         import dataclasses
 
         abl = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, reward="acc-only"))
-        result["grpo-acc-only"] = stage_grpo(world, out / "sft", clip, labelled, out, abl, "grpo-acc-only")
+        result["grpo-acc-only"] = _timed(
+            out,
+            "grpo-acc-only",
+            out / "grpo-acc-only" / "done.json",
+            lambda: stage_grpo(world, out / "sft", clip, labelled, out, abl, "grpo-acc-only"),
+        )
     return result
 
 

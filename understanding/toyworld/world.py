@@ -14,6 +14,25 @@ of shapes in colours, scheduled on one timeline so they never overlap. Four ques
 
 Everything is a pure function of (seed, config): ``render_frame(spec, t)``. The answer-bearing facts live in
 ``VideoSpec`` (ground truth for questions and teachers); policies only ever see decoded pixels.
+
+The **where-to-look world** (``WORLDS["where"]``, ``world_config("where")``) turns on four knobs of
+``WorldConfig`` that make one call with a rule-made argument fall short, so that a policy must choose *where*
+to look, turn by turn. With ``s = n / 128`` the spacing of ``clip_sample(0, n)``'s candidates:
+
+- ``flash``: the needle triangle shows its colour for only ``flash * s`` frames (< s: a coarse ``clip_sample``
+  lands on it with probability ~``flash``), in the middle of a grey triangle ``context * s`` frames long (the
+  region a coarse call does find; grey is never an option). Question: "What colour did the triangle flash?"
+- ``count_interval`` / ``count_event``: the counted circles spread over an interval that one
+  ``uniform_sample`` of 8 frames cannot cover (its stride is wider than a circle).
+- ``foil_shape``: the upright plus (also ``flash * s`` frames) sits between two foils, "tilted pluses" (a cross:
+  the plus turned 45 degrees, captioned "a tilted plus" and "a plus" in the toy CLIP's training text), in one
+  other colour that is one of the options; together ``context * s`` frames. Question: "What colour was the
+  upright plus?". A top-4 ``clip_sample("plus")`` retrieves foil frames along with (or instead of) the upright
+  plus: the prompt cannot tell them apart, and reading a foil gives a wrong option.
+- ``two_look``: a fifth kind, ``twolook``, "What colour was the square just before the star appeared?": a star
+  (``star * s`` frames, one per video) right after a square (``before * s`` frames); other squares elsewhere,
+  two of their colours among the options. A call for the star shows the star, not the square; a call for
+  "square" retrieves the other squares. Two looks answer it: find the star, then look just before it.
 """
 
 from __future__ import annotations
@@ -38,10 +57,19 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "orange": (245, 140, 30),
     "white": (245, 245, 245),
 }
+GREY = "grey"  # the unlit needle triangle of the where world: a paint, never an option
+PAINTS: dict[str, tuple[int, int, int]] = {**COLOURS, GREY: (150, 150, 150)}
 BACKGROUNDS = ((20, 20, 20), (40, 20, 20), (20, 40, 20), (20, 20, 45), (45, 40, 15))
 SHAPES = ("square", "circle", "triangle", "plus")
+WHERE_SHAPES = (
+    *SHAPES,
+    "cross",
+    "star",
+)  # the where world adds the distractor's foil and the two-look anchor
 KINDS = ("static", "needle", "count", "distractor")
+WHERE_KINDS = (*KINDS, "twolook")
 COUNT_WORDS = ("zero", "one", "two", "three")
+CLIP_CANDIDATES = 128  # clip_sample's candidates over a range below 20,000 frames: the spacing is n / 128
 
 
 @dataclass
@@ -56,6 +84,60 @@ class WorldConfig:
     count_event: int = 20  # frames each counted circle is shown (>= interval / 7: 8 uniform samples see it)
     background_events: float = 1 / 150  # extra distracting flashes per frame
     scene_length: int = 400  # mean frames between background changes
+    # ---- the where-to-look knobs (the defaults keep the world above; WORLDS["where"] sets them) -------------
+    # > 0: the needle triangle is lit (coloured) for flash x the clip candidate spacing (n / 128) frames, inside
+    # a grey triangle, and the plus lasts as long; < 1 means shorter than the spacing. 0: the default needle,
+    # max(2, ceil(n / 90)) frames, never shorter than the spacing
+    flash: float = 0.0
+    context: float = 1.6  # (flash > 0) the grey triangle / the plus with its foils, in candidate spacings
+    foil_shape: str = "square"  # (flash > 0) the shape of the plus's two foils ("cross": a plus turned 45°)
+    two_look: bool = False  # add the "twolook" question: the square just before the star
+    star: float = 2.5  # (two_look) the star's length in candidate spacings (2-3 candidates: all in a top-4)
+    before: float = 0.6  # (two_look) the square right before the star, in candidate spacings
+
+    def __post_init__(self) -> None:
+        from vidlab.config import ConfigError
+
+        if not 0 <= self.flash < self.context:
+            raise ConfigError(
+                f"world.flash must be >= 0 and < world.context ({self.context}), got {self.flash}"
+            )
+        if self.foil_shape not in WHERE_SHAPES:
+            raise ConfigError(
+                f"world.foil_shape must be one of {list(WHERE_SHAPES)}, got {self.foil_shape!r}"
+            )
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The question kinds of this world, in the order ``questions`` writes them."""
+        return WHERE_KINDS if self.two_look else KINDS
+
+
+# The named worlds: "default" (the shipped policy's) and "where" (a coarse call is not enough).
+WORLDS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "where": {
+        "min_frames": 600,  # the spacing n / 128 stays >= 4.7 frames, so a 2-frame flash is shorter
+        "count_interval": 256,  # one uniform_sample: stride 36 frames > a 20-frame circle; halves: 18
+        "count_event": 20,
+        "flash": 0.4,
+        "context": 1.6,
+        "foil_shape": "cross",
+        "two_look": True,
+    },
+}
+
+
+def world_config(name: str = "default", **overrides: Any) -> WorldConfig:
+    """The named world's ``WorldConfig`` (``WORLDS``), with any field overridden."""
+    if name not in WORLDS:
+        raise ValueError(f"world must be one of {sorted(WORLDS)}, got {name!r}")
+    return WorldConfig(**{**WORLDS[name], **overrides})
+
+
+def world_name(cfg: WorldConfig) -> str:
+    """``"where"`` when the where-to-look knobs are on, else ``"default"``."""
+    return "where" if (cfg.flash > 0 or cfg.two_look) else "default"
 
 
 @dataclass(frozen=True)
@@ -64,7 +146,9 @@ class Event:
     end: int
     shape: str
     colour: str
-    role: str = "filler"  # needle | distractor-target | distractor-foil | count | filler
+    # needle | distractor-target | distractor-foil | count | filler; where world: needle-context (grey),
+    # twolook-target (the square before the star), twolook-anchor (the star)
+    role: str = "filler"
 
 
 @dataclass
@@ -148,17 +232,58 @@ def video_spec(seed: int, cfg: WorldConfig | None = None) -> VideoSpec:
     busy.append((a, a + L))  # nothing else inside the interval
     # needle triangle
     needle_colour = names[int(rng.integers(len(names)))]
-    s = _place(rng, busy, 0, n, needle_len, needle_len)
-    if s is not None:
-        add(s, needle_len, "triangle", needle_colour, "needle")
+    spacing = n / CLIP_CANDIDATES
+    flash_len = max(2, round(cfg.flash * spacing))
+    context_len = max(flash_len + 2, round(cfg.context * spacing))
+    if cfg.flash > 0:  # lit for flash_len frames in the middle of a grey triangle
+        s = _place(rng, busy, 0, n, context_len, needle_len)
+        if s is not None:
+            pre = (context_len - flash_len) // 2
+            add(s, pre, "triangle", GREY, "needle-context")
+            add(s + pre, flash_len, "triangle", needle_colour, "needle")
+            add(s + pre + flash_len, context_len - pre - flash_len, "triangle", GREY, "needle-context")
+    else:
+        s = _place(rng, busy, 0, n, needle_len, needle_len)
+        if s is not None:
+            add(s, needle_len, "triangle", needle_colour, "needle")
     # plus next to a square foil of another colour
     target = names[int(rng.integers(len(names)))]
     foil = rng.choice([c for c in names if c != target])
-    s = _place(rng, busy, 0, n, 3 * needle_len, needle_len)
-    if s is not None:
-        first_is_foil = bool(rng.integers(2))
-        add(s + (0 if first_is_foil else 2 * needle_len), needle_len, "square", str(foil), "distractor-foil")
-        add(s + (2 * needle_len if first_is_foil else 0), needle_len, "plus", target, "distractor-target")
+    if cfg.flash > 0:  # the plus between two foils (foil_shape) of the foil colour
+        s = _place(rng, busy, 0, n, context_len, needle_len)
+        if s is not None:
+            pre = (context_len - flash_len) // 2
+            add(s, pre, cfg.foil_shape, str(foil), "distractor-foil")
+            add(s + pre, flash_len, "plus", target, "distractor-target")
+            add(
+                s + pre + flash_len,
+                context_len - pre - flash_len,
+                cfg.foil_shape,
+                str(foil),
+                "distractor-foil",
+            )
+    else:
+        s = _place(rng, busy, 0, n, 3 * needle_len, needle_len)
+        if s is not None:
+            first_is_foil = bool(rng.integers(2))
+            add(
+                s + (0 if first_is_foil else 2 * needle_len),
+                needle_len,
+                "square",
+                str(foil),
+                "distractor-foil",
+            )
+            add(s + (2 * needle_len if first_is_foil else 0), needle_len, "plus", target, "distractor-target")
+    # the two-look pair: a square right before the star
+    look: dict[str, Any] = {}
+    if cfg.two_look:
+        before_len = max(2, round(cfg.before * spacing))
+        star_len = max(2, round(cfg.star * spacing))
+        s = _place(rng, busy, 0, n, before_len + star_len, needle_len)
+        if s is not None:
+            look["twolook"] = names[int(rng.integers(len(names)))]
+            add(s, before_len, "square", look["twolook"], "twolook-target")
+            add(s + before_len, star_len, "star", names[int(rng.integers(len(names)))], "twolook-anchor")
     # fillers: circles and squares elsewhere (never triangles or pluses: those are the needles)
     for _ in range(int(n * cfg.background_events)):
         length = int(rng.integers(needle_len, 3 * needle_len + 1))
@@ -174,6 +299,13 @@ def video_spec(seed: int, cfg: WorldConfig | None = None) -> VideoSpec:
         "distractor": target,
         "foil": str(foil),
     }
+    if look:
+        facts["twolook"] = look["twolook"]
+        # colours of other squares in the video: the distractors a call for "square" retrieves (options)
+        others = sorted(
+            {e.colour for e in events if e.shape == "square" and e.role == "filler"} - {look["twolook"]}
+        )
+        facts["twolook_foils"] = others
     return VideoSpec(int(seed), n, cfg.fps, cfg.size, border, scenes, events, (a, a + L), count, facts)
 
 
@@ -191,7 +323,17 @@ def _shape_mask(shape: str, size: int) -> np.ndarray:
         return (dy >= -r) & (dy <= r) & (np.abs(dx) <= (dy + r) / 2)
     if shape == "plus":
         return ((np.abs(dx) <= r * 0.3) & (np.abs(dy) <= r)) | ((np.abs(dy) <= r * 0.3) & (np.abs(dx) <= r))
-    raise ValueError(f"unknown shape {shape!r}; known: {SHAPES}")
+    if shape == "cross":  # the plus turned 45 degrees
+        u, v = (dx + dy) / np.sqrt(2), (dx - dy) / np.sqrt(2)
+        return ((np.abs(u) <= r * 0.3) & (np.abs(v) <= r)) | ((np.abs(v) <= r * 0.3) & (np.abs(u) <= r))
+    if (
+        shape == "star"
+    ):  # five points, one up: the radius limit falls linearly from a tip to the notch between
+        ang = np.arctan2(dy, dx) + np.pi / 2
+        u = (5 * ang / (2 * np.pi)) % 1.0
+        tip = 1 - 2 * np.minimum(u, 1 - u)  # 1 at a tip, 0 halfway between tips
+        return np.sqrt(dx * dx + dy * dy) <= r * (0.5 + 0.7 * tip)
+    raise ValueError(f"unknown shape {shape!r}; known: {WHERE_SHAPES}")
 
 
 def render_frame(spec: VideoSpec, t: int) -> np.ndarray:
@@ -210,7 +352,7 @@ def render_frame(spec: VideoSpec, t: int) -> np.ndarray:
     img[y : y + 4, x : x + 4] = (128, 128, 128)
     ev = spec.event_at(t)
     if ev is not None:
-        img[_mask(ev.shape, s)] = COLOURS[ev.colour]
+        img[_mask(ev.shape, s)] = PAINTS[ev.colour]
     return img
 
 
@@ -227,7 +369,7 @@ def _mask(shape: str, size: int) -> np.ndarray:
 def caption(spec: VideoSpec, t: int) -> str:
     """What frame ``t`` shows, in words (CLIP training text): e.g. "a red triangle, blue border"."""
     ev = spec.event_at(t)
-    thing = f"a {ev.colour} {ev.shape}" if ev else "no shape"
+    thing = f"a {ev.colour} {'tilted plus' if ev.shape == 'cross' else ev.shape}" if ev else "no shape"
     return f"{thing}, {spec.border} border"
 
 
@@ -240,8 +382,15 @@ def write_video(spec: VideoSpec, path: str | os.PathLike) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------- questions
+NEEDLE_QUESTION = "What colour was the triangle?"
+FLASH_QUESTION = "What colour did the triangle flash?"  # the where world: lit briefly inside a grey triangle
+TWOLOOK_QUESTION = "What colour was the square just before the star appeared?"
+UPRIGHT_QUESTION = "What colour was the upright plus?"  # the where world: its foils are tilted pluses
+
+
 def questions(spec: VideoSpec, video: str) -> list[dict[str, Any]]:
-    """The four multiple-choice questions of one video as lmms-eval-style rows (options shuffled by seed)."""
+    """The multiple-choice questions of one video as lmms-eval-style rows (options shuffled by seed): the four
+    kinds of ``KINDS``, plus ``twolook`` in the where world."""
     rng = np.random.default_rng([spec.seed, 4243])
     names = sorted(COLOURS)
     f = spec.facts
@@ -255,7 +404,12 @@ def questions(spec: VideoSpec, video: str) -> list[dict[str, Any]]:
 
     specs = [
         ("static", "What colour is the border of the video?", colour_options(f["border"]), f["border"]),
-        ("needle", "What colour was the triangle?", colour_options(f["needle"]), f["needle"]),
+        (
+            "needle",
+            FLASH_QUESTION if any(e.role == "needle-context" for e in spec.events) else NEEDLE_QUESTION,
+            colour_options(f["needle"]),
+            f["needle"],
+        ),
         (
             "count",
             f"How many circles appear between frame {a} and frame {b}?",
@@ -264,11 +418,15 @@ def questions(spec: VideoSpec, video: str) -> list[dict[str, Any]]:
         ),
         (
             "distractor",
-            "What colour was the plus?",
+            UPRIGHT_QUESTION if any(e.shape == "cross" for e in spec.events) else "What colour was the plus?",
             colour_options(f["distractor"], [f["foil"]]),
             f["distractor"],
         ),
     ]
+    if "twolook" in f:  # two of the other squares' colours among the options (what a call for "square" shows)
+        foils = list(f["twolook_foils"])[:2]
+        foils = [str(c) for c in rng.permutation(foils)] if foils else []
+        specs.append(("twolook", TWOLOOK_QUESTION, colour_options(f["twolook"], foils), f["twolook"]))
     for kind, q, opts, correct in specs:
         letter = chr(65 + opts.index(correct))
         out.append(
@@ -297,11 +455,26 @@ def _spread(lo: int, hi: int, k: int) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(lo, hi - 1, k)})
 
 
+def count_view(spec: VideoSpec) -> list[int]:
+    """Frames that show every counted circle as its own run: 8 uniform frames over the interval, or over each of
+    its halves, quarters, ... when 8 over the whole are sparser than a circle lasts (the where world: halves)."""
+    a, b = spec.count_interval
+    lengths = [e.end - e.start for e in spec.events if e.role == "count"]
+    pieces = 1
+    while lengths and (b - a) / pieces - 1 > 7 * min(lengths) and pieces < 16:
+        pieces *= 2
+    out: set[int] = set()
+    for p in range(pieces):
+        out.update(_spread(a + (b - a) * p // pieces, a + (b - a) * (p + 1) // pieces, 8))
+    return sorted(out)
+
+
 def evidence_frames(spec: VideoSpec, kind: str) -> list[int]:
     """The ground-truth frames that answer a question of this kind (the oracle's view; teachers only).
 
-    static: 4 frames across the video (the border is everywhere); needle / distractor: 4 frames of the triangle /
-    the plus; count: the 8 frames ``uniform_sample`` shows over the asked interval.
+    static: 4 frames across the video (the border is everywhere); needle / distractor: 4 frames of the (lit)
+    triangle / the plus; count: the 8 frames ``uniform_sample`` shows over the asked interval (``count_view``: over
+    each half when 8 over the whole miss circles); twolook: 4 frames of the square and the first 2 of the star after it (the relation "just before" is part of the evidence).
     """
     if kind == "static":
         return _spread(0, spec.num_frames, 4)
@@ -309,8 +482,11 @@ def evidence_frames(spec: VideoSpec, kind: str) -> list[int]:
         ev = _event(spec, "needle" if kind == "needle" else "distractor-target")
         return _spread(ev.start, ev.end, 4) if ev else []
     if kind == "count":
-        return _spread(*spec.count_interval, 8)
-    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        return count_view(spec)
+    if kind == "twolook":
+        sq, star = _event(spec, "twolook-target"), _event(spec, "twolook-anchor")
+        return [*_spread(sq.start, sq.end, 4), star.start, star.start + 1] if sq and star else []
+    raise ValueError(f"kind must be one of {WHERE_KINDS}, got {kind!r}")
 
 
 def evidence_in_view(spec: VideoSpec, kind: str, labels: Iterable[int]) -> bool:
@@ -334,15 +510,21 @@ def evidence_in_view(spec: VideoSpec, kind: str, labels: Iterable[int]) -> bool:
             if e is not None and e.role == "count" and (i == 0 or seen[i - 1] is not e)
         )
         return runs == spec.count
-    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "twolook":  # a frame of the square whose next frame in view shows the star
+        sq, star = _event(spec, "twolook-target"), _event(spec, "twolook-anchor")
+        if sq is None or star is None:
+            return False
+        return any(sq.start <= t < sq.end and star.start <= u < star.end for t, u in zip(labels, labels[1:]))
+    raise ValueError(f"kind must be one of {WHERE_KINDS}, got {kind!r}")
 
 
 def shows_subject(spec: VideoSpec, subject: str, t: int) -> bool:
-    """Does frame ``t`` show the question's subject ("border": every frame; a shape: the event at ``t``)?"""
+    """Does frame ``t`` show the question's subject ("border": every frame; a shape: the event at ``t``, lit:
+    the where world's grey triangle is not "the triangle" whose colour is asked)?"""
     if subject == "border":
         return True
     ev = spec.event_at(t)
-    return ev is not None and ev.shape == subject
+    return ev is not None and ev.shape == subject and ev.colour != GREY
 
 
 def seed_of(row: dict[str, Any]) -> int:
