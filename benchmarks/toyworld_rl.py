@@ -541,14 +541,7 @@ def main(argv=None) -> int:
     if where:
         return where_report(per_seed, out, args, argv, t0)
     agg = aggregate(per_seed)
-    rows = []
-    for m in METHODS:
-        row = {"method": m, **{k: agg["methods"][m][k] for k in ("accuracy", "frames", "calls")}}
-        for k in KINDS:
-            row[f"acc {k}"] = agg["methods"][m][f"accuracy_{k}"]
-            row[f"calls {k}"] = agg["methods"][m][f"call_rate_{k}"]
-        rows.append(row)
-    print_table(rows, list(rows[0]))
+    print_method_table(agg, KINDS, "call_rate")
     for r in agg["seed_rows"]:
         print(
             f"seed {r['seed']}: "
@@ -587,19 +580,24 @@ def main(argv=None) -> int:
     return 0
 
 
+def print_method_table(agg: dict, kinds, calls_key: str) -> None:
+    """One row per method: accuracy, frames, calls, then accuracy and ``{calls_key}_{kind}`` per question kind."""
+    rows = []
+    for m in METHODS:
+        row = {"method": m, **{k: agg["methods"][m][k] for k in ("accuracy", "frames", "calls")}}
+        for k in kinds:
+            row[f"acc {k}"] = agg["methods"][m][f"accuracy_{k}"]
+            row[f"calls {k}"] = agg["methods"][m][f"{calls_key}_{k}"]
+        rows.append(row)
+    print_table(rows, list(rows[0]))
+
+
 def where_report(per_seed: list[dict], out: pathlib.Path, args, argv, t0: float) -> int:
     """Print the where world's tables and write/emit its figures (``main`` for ``--world where``)."""
     from vidlab.io import atomic_write_json
 
     agg = where_aggregate(per_seed)
-    rows = []
-    for m in METHODS:
-        row = {"method": m, **{k: agg["methods"][m][k] for k in ("accuracy", "frames", "calls")}}
-        for k in WHERE_KINDS:
-            row[f"acc {k}"] = agg["methods"][m][f"accuracy_{k}"]
-            row[f"calls {k}"] = agg["methods"][m][f"calls_{k}"]
-        rows.append(row)
-    print_table(rows, list(rows[0]))
+    print_method_table(agg, WHERE_KINDS, "calls")
     for m, per in agg["calls_hist"].items():
         print(f"{m} call-count distribution (0..5 calls) per kind:", per)
     for r in agg["seed_rows"]:

@@ -400,9 +400,9 @@ class Embedder:
         return np.stack([self._txt[t] for t in texts])
 
 
-def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
-    """The network's inputs: frames (one per label, sorted), their CLIP embeddings, and the texts it reads with."""
-    torch = _torch()
+def frame_inputs(obs: Observation, emb: Embedder) -> tuple[list[int], np.ndarray, list[list[float]]]:
+    """The frames a network reads: one per label (the first shown), sorted; their unit CLIP image embeddings;
+    and each one's position (label / total, inside the asked interval or not)."""
     first: dict[int, np.ndarray] = {}
     for lab, im in obs.frames:
         first.setdefault(lab, im)
@@ -412,6 +412,14 @@ def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
     total = max(1, obs.total)
     iv = obs.interval
     pos = [[lab / total, float(iv is not None and iv[0] <= lab < iv[1])] for lab in labels]
+    return labels, img, pos
+
+
+def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
+    """The network's inputs: frames (one per label, sorted), their CLIP embeddings, and the texts it reads with."""
+    torch = _torch()
+    labels, img, pos = frame_inputs(obs, emb)
+    iv = obs.interval
     subj = subject(obs.question)
     q, s_emb, none = emb.texts([obs.question or "?", subj, NO_SHAPE])
     options = obs.options or ["?"]

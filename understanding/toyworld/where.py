@@ -50,6 +50,7 @@ from understanding.toyworld.policy import (
     Features,
     Observation,
     ToyPolicyNet,
+    frame_inputs,
     option_text,
     option_value,
     subject,
@@ -315,15 +316,8 @@ def where_featurize(obs: Observation, emb: Embedder, net: WhereNet, max_calls: i
     """The basic features plus the anchor text, the latest observation's frames, the call history, and the
     plan: each action's arguments from what the reader (``net``) sees in the latest observation."""
     torch = _torch()
-    first: dict[int, np.ndarray] = {}
-    for lab, im in obs.frames:
-        first.setdefault(lab, im)
-    labels = sorted(first)
-    img = emb.images([first[lab] for lab in labels])
-    img = img / np.maximum(np.linalg.norm(img, axis=-1, keepdims=True), 1e-6) if len(labels) else img
-    total = max(1, obs.total)
+    labels, img, pos = frame_inputs(obs, emb)
     iv = obs.interval
-    pos = [[lab / total, float(iv is not None and iv[0] <= lab < iv[1])] for lab in labels]
     latest_labels = (
         {lab for lab, _ in obs.frames[len(obs.frames) - obs.last_frames :]} if obs.calls else set()
     )
