@@ -560,10 +560,16 @@ def main(argv=None) -> int:
         )
     print("clip:", agg["clip"])
     print("targets:", agg["targets"])
-    from vidlab.io import atomic_write_json
 
     if args.plot:
         print("plot:", plot_accuracy_vs_frames(agg, pathlib.Path(args.plot), len(per_seed)))
+    return write_figures(agg, per_seed, out, args, argv, t0)
+
+
+def write_figures(agg: dict, per_seed: list[dict], out: pathlib.Path, args, argv, t0: float) -> int:
+    """Write ``OUT/figures.json`` (with each seed's per-method rows) and print the final JSON line."""
+    from vidlab.io import atomic_write_json
+
     seed_rows = agg.pop("seed_rows")
     figures = {
         "quick": bool(args.quick),
@@ -594,7 +600,6 @@ def print_method_table(agg: dict, kinds, calls_key: str) -> None:
 
 def where_report(per_seed: list[dict], out: pathlib.Path, args, argv, t0: float) -> int:
     """Print the where world's tables and write/emit its figures (``main`` for ``--world where``)."""
-    from vidlab.io import atomic_write_json
 
     agg = where_aggregate(per_seed)
     print_method_table(agg, WHERE_KINDS, "calls")
@@ -614,20 +619,7 @@ def where_report(per_seed: list[dict], out: pathlib.Path, args, argv, t0: float)
             agg, pathlib.Path(args.plot), len(per_seed), n, "where-to-look toy world"
         )
         print("plot:", png)
-    seed_rows = agg.pop("seed_rows")
-    figures = {
-        "quick": bool(args.quick),
-        **agg,
-        "seeds": seed_rows,
-        "per_seed": [{k: v for k, v in s.items() if k != "methods"} for s in per_seed],
-        "seconds": round(time.perf_counter() - t0, 1),
-        "command": " ".join(
-            ["python", "benchmarks/toyworld_rl.py", *(argv if argv is not None else sys.argv[1:])]
-        ),
-    }
-    atomic_write_json(out / "figures.json", {**figures, "per_seed_methods": [s["methods"] for s in per_seed]})
-    emit_json(figures)
-    return 0
+    return write_figures(agg, per_seed, out, args, argv, t0)
 
 
 if __name__ == "__main__":

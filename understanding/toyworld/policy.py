@@ -437,6 +437,23 @@ def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
         len(obs.frames) / 56.0,
         float(iv is not None),
     ]
+    return to_features(obs, labels, img, pos, (q, s_emb, none, opts), options, state, torch.tensor(mask))
+
+
+def to_features(
+    obs: Observation,
+    labels: list[int],
+    img: np.ndarray,
+    pos: list[list[float]],
+    texts: tuple[Any, Any, Any, Any],
+    options: list[str],
+    state: list[float],
+    action_mask: Any,
+) -> Features:
+    """The network's inputs as tensors: the frames' embeddings and positions, the question, subject, "no shape"
+    and option text embeddings ``texts``, the options' values, the call state and the action mask."""
+    torch = _torch()
+    q, s_emb, none, opts = texts
     f32 = torch.float32
     return Features(
         img=torch.from_numpy(np.asarray(img, np.float32)).reshape(len(labels), -1),
@@ -448,7 +465,7 @@ def featurize(obs: Observation, emb: Embedder, max_calls: int = 5) -> Features:
         opt_val=torch.tensor([option_value(o) for o in options], dtype=f32),
         is_count=float(bool(_HOW_MANY.search(obs.question))),
         state=torch.tensor(state, dtype=f32),
-        action_mask=torch.tensor(mask),
+        action_mask=action_mask,
         n_obs=obs.last_frames,
         labels=labels,
     )

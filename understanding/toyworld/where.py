@@ -52,8 +52,8 @@ from understanding.toyworld.policy import (
     ToyPolicyNet,
     frame_inputs,
     option_text,
-    option_value,
     subject,
+    to_features,
     uniform_ranges,
 )
 
@@ -341,20 +341,8 @@ def where_featurize(obs: Observation, emb: Embedder, net: WhereNet, max_calls: i
         *last,
     ]
     f32 = torch.float32
-    f = Features(
-        img=torch.from_numpy(np.asarray(img, np.float32)).reshape(len(labels), -1),
-        pos=torch.tensor(pos, dtype=f32).reshape(len(labels), 2),
-        q=torch.from_numpy(np.asarray(q, np.float32)),
-        subj=torch.from_numpy(np.asarray(s_emb, np.float32)),
-        none=torch.from_numpy(np.asarray(none, np.float32)),
-        opts=torch.from_numpy(np.asarray(opts, np.float32)),
-        opt_val=torch.tensor([option_value(o) for o in options], dtype=f32),
-        is_count=float(bool(_HOW_MANY.search(obs.question))),
-        state=torch.tensor(state, dtype=f32),
-        action_mask=torch.zeros(len(WHERE_ACTIONS), dtype=torch.bool),
-        n_obs=obs.last_frames,
-        labels=labels,
-    )
+    mask = torch.zeros(len(WHERE_ACTIONS), dtype=torch.bool)
+    f = to_features(obs, labels, img, pos, (q, s_emb, none, opts), options, state, mask)
     f.anchor = torch.from_numpy(np.asarray(a_emb, np.float32))
     f.has_anchor = float(anchor is not None)
     f.latest = torch.tensor(latest, dtype=f32)
