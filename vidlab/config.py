@@ -1,8 +1,9 @@
 """Configs: dataclass defaults <- YAML preset <- ``key=value`` overrides, type- and range-checked.
 
-A preset is a YAML file given by path, or by name from the checkout's ``configs/`` folder
-(``VIDLAB_CONFIG_DIR`` overrides that folder; presets are not packaged into the wheel, so an
-installed vidlab needs a path or ``VIDLAB_CONFIG_DIR``). Presets are grouped by the command they serve
+A preset is a YAML file given by path, or by name from the preset folder (:func:`config_dir`):
+``$VIDLAB_CONFIG_DIR`` if set, else a checkout's ``configs/`` where vidlab runs from one, else the presets
+the installed package carries (``vidlab/presets/``, the same files: the wheel maps ``configs/`` there).
+Presets are grouped by the command they serve
 (``configs/generate/tiny.yaml``); a config class names its folder in ``PRESET_DIR`` so that the bare
 name works for its command (``vidlab generate --preset tiny``). Nested dataclasses are addressed with dots:
 ``lam.alpha_max=2.5``. Values are parsed as YAML scalars (``steps=4``, ``sci.enabled=false``,
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -54,7 +56,8 @@ from vidlab.errors import UserError
 T = TypeVar("T")
 
 CONFIG_ENV = "VIDLAB_CONFIG_DIR"
-CONFIG_DIR = Path(os.environ.get(CONFIG_ENV, Path(__file__).resolve().parents[1] / "configs"))
+# the presets inside an installed package (pyproject maps the checkout's configs/ to vidlab/presets in the wheel)
+PACKAGED_PRESETS = Path(__file__).resolve().parent / "presets"
 
 
 class ConfigError(UserError, ValueError):
@@ -65,10 +68,60 @@ class ConfigDeprecationWarning(FutureWarning):
     """A config key that was renamed; the old key still works for one release."""
 
 
+class PresetSourceWarning(UserWarning):
+    """Said once per process: a checkout's ``configs/`` is used in place of the installed package's presets."""
+
+
+def _is_checkout(root: Path) -> bool:
+    """``root`` is a vidlab source tree: its pyproject.toml names the project and it has a configs/ folder."""
+    try:
+        head = (root / "pyproject.toml").read_text(errors="replace")[:4000]
+    except OSError:
+        return False
+    return (root / "configs").is_dir() and re.search(r'(?m)^name\s*=\s*"vidlab"', head) is not None
+
+
+def _checkout_configs() -> Path | None:
+    """The configs/ of the checkout vidlab is imported from (editable install, PYTHONPATH), else of the
+    checkout the working directory is in (its root or any folder below it)."""
+    here = Path(__file__).resolve().parents[1]
+    if _is_checkout(here):
+        return here / "configs"
+    cwd = Path.cwd().resolve()
+    for root in (cwd, *cwd.parents):
+        if _is_checkout(root):
+            return root / "configs"
+    return None
+
+
+_SAID: set[Path] = set()
+
+
 def config_dir() -> Path:
-    """The preset folder: ``$VIDLAB_CONFIG_DIR``, else the checkout's ``configs/``."""
+    """The preset folder: ``$VIDLAB_CONFIG_DIR``, else a checkout's ``configs/`` (the one vidlab runs from, or
+    the one the working directory is in), else the installed package's presets. Where a checkout's folder
+    wins over installed presets, a :class:`PresetSourceWarning` says so once."""
     env = os.environ.get(CONFIG_ENV)
-    return Path(env).expanduser() if env else CONFIG_DIR
+    if env:
+        return Path(env).expanduser()
+    checkout = _checkout_configs()
+    if checkout is None:
+        return PACKAGED_PRESETS
+    if PACKAGED_PRESETS.is_dir() and checkout not in _SAID:
+        _SAID.add(checkout)
+        import warnings
+
+        warnings.warn(
+            f"presets: the checkout's {checkout} is used, not the installed package's {PACKAGED_PRESETS} "
+            f"(set {CONFIG_ENV} to choose)",
+            PresetSourceWarning,
+            stacklevel=2,
+        )
+    return checkout
+
+
+# the preset folder as found at import (for listings); lookups call config_dir(), which reads the environment
+CONFIG_DIR = Path(os.environ.get(CONFIG_ENV) or _checkout_configs() or PACKAGED_PRESETS)
 
 
 # Presets are grouped by the command they serve (configs/generate/, configs/train-agent/, configs/qa/,
@@ -125,7 +178,7 @@ def preset_path(name_or_path: str | os.PathLike, command: str | None = None) -> 
     if not folder.is_dir():
         raise ConfigError(
             f"unknown preset {name!r}: not a file, and the preset folder {folder} does not exist "
-            f"(named presets ship with a checkout of the repository; pass a path or set {CONFIG_ENV})"
+            f"(pass a path to a .yaml file, or set {CONFIG_ENV} to a folder of presets)"
         )
     raise ConfigError(_unknown_preset(folder, name, command))
 

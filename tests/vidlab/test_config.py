@@ -167,7 +167,7 @@ def test_preset_dir_from_env_at_call_time(tmp_path, monkeypatch):
     monkeypatch.setenv("VIDLAB_CONFIG_DIR", str(tmp_path))
     assert resolve(Checked, "mine").steps == 7
     monkeypatch.setenv("VIDLAB_CONFIG_DIR", str(tmp_path / "absent"))
-    with pytest.raises(ConfigError, match="checkout"):
+    with pytest.raises(ConfigError, match="does not exist"):
         resolve(Checked, "mine")
 
 

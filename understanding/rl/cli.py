@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vidlab.config import CONFIG_DIR, add_config_args, config_from_args
+from vidlab.config import add_config_args, config_dir, config_from_args
 from vidlab.errors import UserError, run_command
 from vidlab.io import atomic_write_json
 
@@ -66,7 +66,7 @@ def _resolve_behaviour(spec: str | None) -> str | None:
     rel = spec[len("replay:") :]
     if Path(rel).is_file():
         return spec
-    cand = CONFIG_DIR / rel
+    cand = config_dir() / rel
     return f"replay:{cand}" if cand.is_file() else spec
 
 
