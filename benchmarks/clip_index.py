@@ -10,7 +10,9 @@ Three measurements, each side by side in one run, printed as ratios:
 3. Exact top-10 latency over 1M random unit fp16 embeddings, D=512, one query at a time on one core: vidlab's
    ExactScorer (int8 SIMD scan + exact rescoring) next to torch fp16, numpy fp32 BLAS and faiss IndexFlatIP,
    and next to its own read floor (a pass that merely touches the bytes the scan reads), query by query in
-   one run; the figure is the median of the paired ratios scan / floor. Target <= 1.3x.
+   one run; the figure is the median of the paired ratios scan / floor. Target <= 1.3x. The CPU (name, LLVM
+   CPU, SIMD features) and the kernel's SIMD path are printed beside it; where the CPU runs both the 512-bit
+   (zmm) and the 256-bit (ymm) kernel, both are timed in the same loop (``--simd-paths``).
    Approximate search (faiss IVF / HNSW) at corpus scale against this exact search: ``benchmarks/ann.py``.
 """
 
@@ -67,6 +69,12 @@ def _extra(ap):
         help="timed queries for measurement 3 (default 24, also with --quick)",
     )
     ap.add_argument(
+        "--simd-paths",
+        default="auto",
+        help="int8 kernels to time in measurement 3, comma-separated from zmm,ymm,portable (those this CPU "
+        "runs); default auto: the scorer's own, plus the other of zmm/ymm where the CPU runs both",
+    )
+    ap.add_argument(
         "--threads", type=int, default=1, help="torch threads for measurements 1 and 3 (default 1)"
     )
 
@@ -79,6 +87,27 @@ def cores() -> dict:
         "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def cpu() -> dict:
+    """The CPU: its name (``/proc/cpuinfo`` on Linux), and what the int8 kernel is compiled for (LLVM CPU,
+    SIMD features, supported and used SIMD paths; see ``vidlab.clip.int8scan.target_description``)."""
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        from vidlab.clip.int8scan import target_description
+
+        return {"name": name, **target_description()}
+    except ImportError:  # no llvmlite
+        return {"name": name}
 
 
 def bench_clip_sample(args, work: Path) -> dict:
@@ -230,6 +259,31 @@ def random_unit_fp16(rows: int, dim: int, seed: int = 0, chunk: int = 131072) ->
     return out
 
 
+_KERNEL_OPS = ("prefetch", "vpmaddwd", "vpdpwssd", "vpmovsxbw", "vpmulld", "pmaddwd", "smlal", "smlal2")
+
+
+def _other_paths(spec: str, own: str | None) -> list[str]:
+    """The SIMD paths to time beside the scorer's own: ``--simd-paths`` (``auto``: the other of zmm/ymm
+    where this CPU runs both)."""
+    from vidlab.clip.int8scan import _numba_target, supported_paths
+
+    arch, features = _numba_target()
+    ok = supported_paths(features, arch)
+    want: list[str]
+    if spec == "auto":
+        want = [p for p in ("zmm", "ymm") if p in ok]
+    else:
+        want = [p.strip() for p in spec.split(",") if p.strip()]
+        bad = [p for p in want if p not in ok]
+        if bad:
+            raise SystemExit(f"--simd-paths: {', '.join(bad)} not run by this CPU (it runs {', '.join(ok)})")
+    return [p for p in want if p != own]
+
+
+def _top10_of(scorer):
+    return lambda q: scorer.search(q, 10)[1][0]
+
+
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -257,12 +311,26 @@ def bench_search(args) -> dict:
     contenders = {vname: lambda q: scorer.search(q, 10)[1][0]}
     nbytes = {vname: scorer.bytes_per_query}
     floor_name = None
+    others: dict[str, str] = {}  # contender name -> SIMD path, for the other int8 kernels timed
     if scorer.backend == "int8":
+        vname_path = f"vidlab exact (int8 SIMD scan + exact rescoring), {scorer.simd_path}"
+        contenders = {vname_path: contenders[vname]}
+        nbytes = {vname_path: nbytes[vname]}
+        vname = vname_path
+        res["simd_path"] = scorer.simd_path
+        for path in _other_paths(getattr(args, "simd_paths", "auto"), scorer.simd_path):
+            alt = scorer.on_simd_path(path)
+            name = f"vidlab exact, {path} kernel"
+            contenders[name] = _top10_of(alt)
+            nbytes[name] = scorer.bytes_per_query
+            others[name] = path
         read_floor = kernels()["read_floor"]  # type: ignore[index]
         floor_name = "read floor: touch the bytes vidlab scans"
         contenders[floor_name] = lambda q: read_floor(scorer.codes, scorer.scale, scorer.l1) and None
         nbytes[floor_name] = scorer.bytes_per_query
-        res["kernel_instructions"] = kernel_instructions()
+        res["kernel_instructions"] = {
+            k: v for k, v in kernel_instructions().items() if v and k.split()[0] in _KERNEL_OPS
+        }
     torch_scorer = ExactScorer(emb, backend="torch")
     tname = "torch fp16 mv + rescoring (fallback without numba)"
     contenders[tname] = lambda q: torch_scorer.search(q, 10)[1][0]
@@ -327,6 +395,11 @@ def bench_search(args) -> dict:
         # the same pairs in on-CPU time of this (single) thread: the scan and the floor both stall on memory
         # inside it, but time the scheduler gave to other jobs is left out, so it is steadier under load
         res["vs_read_floor_paired_cpu_time"] = _spread(np.array(cpu[vname]) / np.array(cpu[floor_name]))
+        for name, path in others.items():
+            res[f"vs_read_floor_paired_{path}"] = _spread(np.array(times[name]) / np.array(times[floor_name]))
+            res[f"vs_read_floor_paired_cpu_time_{path}"] = _spread(
+                np.array(cpu[name]) / np.array(cpu[floor_name])
+            )
         res["read_floor_ms_median"] = 1e3 * float(np.median(times[floor_name]))
         res["read_floor_gb_per_s_median"] = scorer.bytes_per_query / 1e9 / float(np.median(times[floor_name]))
     res["loadavg_before_after"] = [load_before, _load()]
@@ -353,7 +426,13 @@ def main(argv=None) -> int:
         args.rows = min(args.rows, 20_000 if args.smoke else 1_000_000)
     if args.smoke:
         args.queries = min(args.queries, 4)
-    figures: dict = {"benchmark": "clip_index", "quick": args.quick, "model": args.model, "cores": cores()}
+    figures: dict = {
+        "benchmark": "clip_index",
+        "quick": args.quick,
+        "model": args.model,
+        "cores": cores(),
+        "cpu": cpu(),
+    }
     with tempfile.TemporaryDirectory(prefix="vidlab-bench-") as tmp:
         work = Path(tmp)
         t0 = time.perf_counter()
@@ -391,6 +470,19 @@ def main(argv=None) -> int:
             f"rows rescored: median {se['rows_rescored']['median']:.0f}; "
             f"load average before/after {se['loadavg_before_after']}"
         )
+        c = figures["cpu"]
+        print(
+            f"   CPU: {c['name']} (LLVM {c.get('llvm_cpu')}; SIMD {', '.join(c.get('simd_features', []))}); "
+            f"kernel: {se.get('simd_path')}"
+        )
+        for path in ("zmm", "ymm", "portable"):
+            alt = se.get(f"vs_read_floor_paired_{path}")
+            if alt:
+                print(
+                    f"   the {path} kernel in the same loop: median {alt['median']:.2f}x the read floor "
+                    f"(min {alt['min']:.2f}, max {alt['max']:.2f}); on-CPU "
+                    f"{se[f'vs_read_floor_paired_cpu_time_{path}']['median']:.2f}x"
+                )
         figures["seconds"] = round(time.perf_counter() - t0, 1)
     emit_json(figures)
     return 0

@@ -113,23 +113,33 @@ def test_int8_scan_equals_fp32_brute_force_on_random_data(seed):
 
 
 # ---- the SIMD int8 kernel: exact w.r.t. the stored vectors, whatever the data ------------------------------
-def _needs_kernel():
+def _needs_kernel(path=None):
     pytest.importorskip("numba")
-    from vidlab.clip.int8scan import kernels
+    from vidlab.clip.int8scan import _numba_target, kernels, supported_paths
 
-    k = kernels()
+    arch, features = _numba_target()
+    if path is not None and path not in supported_paths(features, arch):
+        pytest.skip(f"this CPU does not run the {path} kernel")
+    k = kernels(path)
     assert k is not None
     return k
 
 
-def test_dot_rows_is_the_exact_integer_dot_product_at_the_worst_case_magnitude():
+SIMD_PATHS = ["zmm", "ymm", "portable"]
+
+
+@pytest.mark.parametrize("path", SIMD_PATHS)
+def test_dot_rows_is_the_exact_integer_dot_product_at_the_worst_case_magnitude(path):
     """int32 accumulation never overflows at the largest codes and query levels the scorer uses, for a
-    dimension that is no multiple of 16 (the scalar tail) and for CLIP ViT-L's 768."""
+    dimension that is no multiple of 16 (the scalar tail), dimensions that leave every remainder of the
+    kernel's groups of four chunks (and the zmm kernel's 16-code chunk), and for CLIP ViT-L's 768; on every
+    SIMD path this CPU runs."""
     from vidlab.clip.int8scan import query_levels
 
-    k = _needs_kernel()
+    k = _needs_kernel(path)
+    assert k["simd_path"] == path
     rng = np.random.default_rng(0)
-    for d in (7, 16, 40, 512, 768):
+    for d in (7, 16, 40, 48, 96, 112, 144, 200, 512, 768):
         lv = query_levels(d)
         codes = rng.integers(-127, 128, (37, d), dtype=np.int8)
         codes[0] = 127  # worst case: every product at its maximum, one sign
@@ -164,22 +174,57 @@ def test_quantize_rows_guarantees_the_bounds_the_scan_relies_on():
         assert np.abs(codes.astype(np.int64)).max() <= 127
 
 
-def test_kernel_runs_as_256_bit_simd_on_an_avx2_machine():
-    """The point of the kernel: packed 16-bit multiply-adds on 256-bit registers (checked in the compiled
-    assembly), where the CPU has AVX2; elsewhere the portable vector IR is used and this is skipped."""
-    _needs_kernel()
-    import llvmlite.binding as llvm
+def test_kernel_runs_at_the_hosts_vector_width():
+    """The point of the kernel: packed 16-bit multiply-adds at the vector width of the CPU it runs on (checked
+    in the compiled assembly of the scan): zmm with AVX-512BW, ymm with AVX2, and where the CPU has VNNI
+    (AVX512-VNNI, or AVX-VNNI that LLVM prints as "{vex} vpdpwssd") the fused multiply-add-accumulate
+    vpdpwssd; on any other CPU the portable IR, as SSE2 pmaddwd (x86-64) or NEON smlal (aarch64).
+    Every target's forms, whatever this host: test_int8scan_targets.py."""
+    k = _needs_kernel()
+    from vidlab.clip.int8scan import _numba_target, kernel_instructions, supported_paths
 
-    from vidlab.clip.int8scan import kernel_instructions
-
-    if not llvm.get_host_cpu_features().get("avx2", False):
-        pytest.skip("no AVX2 on this CPU")
+    arch, feats = _numba_target()
+    path = k["simd_path"]
+    assert path == supported_paths(feats, arch)[0]  # the widest path this CPU runs
     ins = kernel_instructions()
-    # vpmaddwd, or with AVX-VNNI its fused multiply-add-accumulate vpdpwssd (LLVM picks it where it can)
-    assert ins["vpmaddwd ymm"] + ins["vpdpwssd ymm"] >= 1 and ins["vpmovsxbw ymm"] >= 1
-    assert ins["vpmaddwd xmm"] + ins["vpdpwssd xmm"] == 0  # not numba's own 128-bit loop
-    assert ins["vpmulld ymm"] == 0  # nor an int32-multiply loop
     assert ins["prefetch"] >= 1  # the codes are prefetched ahead of the multiply-adds
+    if path == "portable":
+        simd = ins.get("pmaddwd xmm", 0) + ins.get("vpmaddwd xmm", 0) + ins.get("smlal neon", 0)
+        if arch.startswith(("x86", "aarch64", "arm64")):
+            assert simd >= 1
+        return
+    w = path
+    vnni = (
+        "avx512vnni" in feats and ("avx512vl" in feats or w == "zmm") or (w == "ymm" and "avxvnni" in feats)
+    )
+    assert ins[f"vpmaddwd {w}"] + ins[f"vpdpwssd {w}"] >= 1 and ins[f"vpmovsxbw {w}"] >= 1
+    if vnni:  # LLVM fuses the multiply-add with its accumulation
+        assert ins[f"vpdpwssd {w}"] >= 1
+    assert ins["vpmaddwd xmm"] + ins["vpdpwssd xmm"] == 0  # not numba's own 128-bit loop
+    assert ins[f"vpmulld {w}"] == 0  # nor an int32-multiply loop
+    if w == "ymm":
+        assert sum(v for key, v in ins.items() if key.endswith(" zmm")) == 0
+
+
+@pytest.mark.parametrize("path", SIMD_PATHS)
+def test_every_simd_path_gives_the_same_exact_top_k(path):
+    """The scorer on each SIMD path this CPU runs: the same top-k (rows and order) as float64 brute force, the
+    same candidates as the default path (the integer dot products are identical, so are the bounds)."""
+    _needs_kernel(path)
+    emb = _unit(20000, 136, 4).astype(np.float16)  # 136 = 8 x 16 + 8: a zmm remainder chunk and a scalar tail
+    emb[7000:7100] = emb[:100]  # exact ties
+    qs = _unit(4, 136, 9)
+    base = ExactScorer(emb)
+    s = base.on_simd_path(path)
+    assert s.simd_path == path and s.codes is base.codes
+    for q in list(qs) + [emb[50].astype(np.float32)]:
+        got_v, got_r = s.search(q, 10)
+        np.testing.assert_array_equal(got_r[0], _brute(emb, q, 10)[0])
+        ref_v, ref_r = base.search(q, 10)
+        np.testing.assert_array_equal(got_v, ref_v)
+        assert s.last_candidates == base.last_candidates
+    with pytest.raises(ValueError, match="torch"):
+        ExactScorer(emb, backend="torch").on_simd_path(path)
 
 
 def test_bytes_per_query_counts_what_the_first_pass_reads():

@@ -10,6 +10,7 @@ rows per query at corpus scale, at the cost of recall, which ``recall_at_k`` mea
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Protocol
 
 import numpy as np
@@ -49,7 +50,9 @@ class ExactScorer:
     the *stored* vectors, so the result is the exact top-k of the stored data (ties broken by the lower row
     id), whatever the quantization did: near-ties are settled by the rescoring, never by int8 codes.
     Without numba it falls back to the fp16 torch scan with fp32 rescoring (also exact, ~3x slower).
-    ``backend`` is ``"int8"`` or ``"torch"``; ``last_candidates`` counts the rows rescored by the last query.
+    ``backend`` is ``"int8"`` or ``"torch"``; ``simd_path`` the int8 kernel's SIMD path (``zmm``, ``ymm``
+    or ``portable``: the widest this CPU runs; all give the same results); ``last_candidates`` counts the
+    rows rescored by the last query.
     """
 
     def __init__(self, embeddings: np.ndarray, backend: str | None = None) -> None:
@@ -70,6 +73,7 @@ class ExactScorer:
         if self.backend == "int8":
             assert kern is not None
             self._scan = kern["scan"]
+            self.simd_path: str | None = kern["simd_path"]
             self.levels = query_levels(self.dim)
             self.codes, self.scale, self.l1 = quantize_rows(emb)
             # candidate buffers: untouched pages cost nothing; only the few candidates are written
@@ -78,7 +82,21 @@ class ExactScorer:
         else:
             import torch
 
+            self.simd_path = None
             self.matrix = torch.from_numpy(emb.copy() if not emb.flags.writeable else emb)
+
+    def on_simd_path(self, path: str) -> ExactScorer:
+        """The same int8 scorer (sharing its codes) scanning with the kernel of SIMD ``path`` (one of
+        ``vidlab.clip.int8scan.supported_paths`` of this CPU: ValueError otherwise); for comparisons."""
+        if self.backend != "int8":
+            raise ValueError("SIMD paths are of the int8 backend; this scorer uses torch")
+        kern = kernels(path)
+        assert kern is not None
+        other = copy.copy(self)
+        other._scan, other.simd_path = kern["scan"], kern["simd_path"]
+        other._cand_rows = np.empty(self.size, np.int64)  # its own candidate buffers
+        other._cand_hi = np.empty(self.size, np.float64)
+        return other
 
     @property
     def bytes_per_query(self) -> int:
