@@ -56,7 +56,8 @@ class IndexInputError(UserError):
 _FLAGS = {"cache_dir": "cache_dir", "model": "model", "sampling": "sampling", "backend": "run.backend",
           "workers": "run.workers", "cpus_per_worker": "run.cpus_per_worker",
           "gpus_per_worker": "run.gpus_per_worker", "device": "device", "batch_size": "batch_size",
-          "max_retries": "run.retries", "torch_threads": "torch_threads"}  # fmt: skip
+          "max_retries": "run.retries", "torch_threads": "torch_threads",
+          "decode_workers": "decode_workers", "queue_depth": "queue_depth"}  # fmt: skip
 
 
 def _index_parser() -> argparse.ArgumentParser:
@@ -89,6 +90,15 @@ def _index_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retries", type=int, default=None, help="retries per failed video (2)")
     p.add_argument(
         "--torch-threads", type=int, default=None, help="torch threads per worker (default: torch's)"
+    )
+    p.add_argument(
+        "--decode-workers",
+        type=int,
+        default=None,
+        help="decoding threads per worker, running ahead of the encoder (2; 0 = serial decode then embed)",
+    )
+    p.add_argument(
+        "--queue-depth", type=int, default=None, help="decoded batches that may wait for the encoder (2)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_args(p, positional=False)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .pipeline import PipelineConfig, PipelineStats
 from .sampling import Sampling
 from .store import CacheCorruptError, file_lock, read_arrays, write_arrays
 
@@ -201,8 +202,14 @@ class FrameIndex:
         batch_size: int | None = None,
         progress: bool | None = None,
         rebuild: bool = False,
+        pipeline: PipelineConfig | None = None,
+        stats: PipelineStats | None = None,
     ) -> FrameIndex:
-        """Open the cached index for (video, model, sampling) or build it: decode in chunks, embed, write atomically."""
+        """Open the cached index for (video, model, sampling) or build it: decode, embed, write atomically.
+
+        Decoding runs ahead of the encoder on ``pipeline.decode_workers`` threads (``PipelineConfig()`` by
+        default; ``decode_workers=0`` for the serial loop); the cache is byte-identical either way.
+        ``stats`` (a :class:`~vidlab.clip.pipeline.PipelineStats`) is filled in when the index is built."""
         from vidlab.video import open_video
 
         sampling = Sampling.parse(sampling)
@@ -224,7 +231,15 @@ class FrameIndex:
                     return idx
             t0 = time.perf_counter()
             frames = sampling.frame_indices(reader.num_frames, reader.fps)
-            emb = embed_frames(reader, model, frames, batch_size=batch_size, progress=progress)
+            emb = embed_frames(
+                reader,
+                model,
+                frames,
+                batch_size=batch_size,
+                progress=progress,
+                pipeline=pipeline if pipeline is not None else PipelineConfig(),
+                stats=stats,
+            )
             meta = {
                 "key": key,
                 "content_id": content_id,
@@ -433,8 +448,14 @@ def embed_frames(
     frames: np.ndarray,
     batch_size: int | None = None,
     progress: bool | None = None,
+    pipeline: PipelineConfig | None = None,
+    stats: PipelineStats | None = None,
 ) -> np.ndarray:
-    """fp16 [N, D] embeddings of ``frames`` decoded chunk by chunk (bounded memory) through ``reader``."""
+    """fp16 [N, D] embeddings of ``frames`` decoded chunk by chunk (bounded memory) through ``reader``.
+
+    With ``pipeline`` (and ``pipeline.decode_workers >= 1``) sorted frames are decoded by parallel workers
+    ahead of the encoder (:mod:`vidlab.clip.pipeline`), with the same batches and so the same bytes; without it,
+    or with ``decode_workers=0``, serially: decode a batch, embed it, decode the next."""
     from tqdm.auto import tqdm
 
     bs = batch_size or model.batch_size
@@ -442,7 +463,17 @@ def embed_frames(
     out = np.empty((frames.size, model.dim), dtype=np.float16)
     show = progress if progress is not None else frames.size >= 8 * bs
     name = Path(str(getattr(reader, "path", "video"))).name
+    parallel = (
+        pipeline is not None
+        and pipeline.decode_workers >= 1
+        and frames.size > 0
+        and bool(np.all(np.diff(frames) > 0))
+    )
     with tqdm(total=frames.size, desc=f"index {name}", unit="frame", disable=not show) as bar:
+        if parallel:
+            from .pipeline import embed_pipelined
+
+            return embed_pipelined(reader, model, frames, size, bs, pipeline, bar=bar, stats=stats)
         for s in range(0, frames.size, bs):
             chunk = frames[s : s + bs]
             out[s : s + chunk.size] = model.embed_images(reader.get_frames(chunk, size=size), progress=False)

@@ -57,11 +57,14 @@ class IndexWorker:
         device: str = "auto",
         batch_size: int = 64,
         torch_threads: int | None = None,
+        decode_workers: int = 2,
+        queue_depth: int = 2,
     ) -> None:
         import vidlab.video  # noqa: F401 - import everything an item needs now, not on the first item
 
         from . import frame_index  # noqa: F401
         from .models import load_model
+        from .pipeline import PipelineConfig
         from .sampling import Sampling
 
         if torch_threads:
@@ -71,13 +74,19 @@ class IndexWorker:
         self.model = load_model(model, device=device, batch_size=batch_size)
         self.sampling = Sampling.parse(sampling)
         self.cache_dir = cache_dir
+        self.pipeline = PipelineConfig(decode_workers=decode_workers, queue_depth=queue_depth)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         from .frame_index import FrameIndex
 
         t0 = time.perf_counter()
         idx = FrameIndex.build(
-            item["path"], self.model, self.sampling, cache_dir=self.cache_dir, progress=False
+            item["path"],
+            self.model,
+            self.sampling,
+            cache_dir=self.cache_dir,
+            progress=False,
+            pipeline=self.pipeline,
         )
         return {
             "video": str(Path(item["path"]).resolve()),
@@ -137,6 +146,10 @@ class IndexConfig:
     device: str = "auto"
     batch_size: int = field(default=64, metadata=in_range(1))
     torch_threads: int | None = field(default=None, metadata=in_range(1))
+    # the indexing pipeline (vidlab/clip/pipeline.py): decoding threads per worker (0 = serial decode-then-embed)
+    # and decoded batches that may wait for the encoder; defaults suit 2 cores (docs/guides/clip-index.md)
+    decode_workers: int = field(default=2, metadata=in_range(0))
+    queue_depth: int = field(default=2, metadata=in_range(1))
     run: RunConfig = field(default_factory=lambda: RunConfig(retries=2))
 
     def __post_init__(self) -> None:
@@ -173,6 +186,8 @@ def index_videos(
         "device": device,
         "batch_size": cfg.batch_size,
         "torch_threads": cfg.torch_threads,
+        "decode_workers": cfg.decode_workers,
+        "queue_depth": cfg.queue_depth,
     }
 
     def cache_intact(item: dict[str, Any], result: dict[str, Any]) -> bool:
