@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # torch/torchvision are pinned as a pair (see docs/getting-started.md: the CPU 2.13.0 file breaks PyPI's torchvision).
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 # rl (verl + TRL), torchcodec and lmms (lmms-eval) install beside the rest, so the tests prove every extra works with the others.
-EXTRAS ?= all,dev,rl,torchcodec,lmms,docs
+EXTRAS ?= all,dev,rl,torchcodec,lmms,docs,minilm
 # lmms-eval's own pins clash with the rest (pyproject's `lmms` extra says which): it installs without them.
 LMMS_EVAL ?= lmms-eval==0.7.3
 OUT ?= outputs/quickstart
@@ -34,15 +34,16 @@ quickstart: venv
 	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --out $(OUT)/generate --attention-maps
 	# the same seeds with Comp-Attn off: the control
 	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --no-sci --no-lam --out $(OUT)/generate-off
-	# VideoBrain's trained toy policy + toy CLIP (understanding/toyworld/weights) on synthetic long videos
+	# VideoBrain's default toy policy toy:where + its toy CLIP (understanding/toyworld/weights/where) on synthetic
+	# long videos of the default toy world (toy:shipped, the default world's own policy, runs by name)
 	$(BIN)/vidlab toyworld-data $(OUT)/toyworld 4
 	$(BIN)/vidlab qa --video $(OUT)/toyworld/test/videos/200000.mp4 --question "What colour was the triangle?" \
-		--options magenta white blue yellow --truth magenta --policy toy:shipped --clip-model understanding/toyworld/weights/clip \
+		--options magenta white blue yellow --truth magenta --policy toy:where \
 		episode.frame_resize=fit --json $(OUT)/toyworld-qa.json
-	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/toyworld/test/questions.jsonl --policy toy:shipped \
-		--clip-model understanding/toyworld/weights/clip --strategies agent uniform:16 uniform:56 \
+	$(BIN)/vidlab eval-qa --benchmark jsonl --data $(OUT)/toyworld/test/questions.jsonl --policy toy:where \
+		--strategies agent uniform:16 uniform:56 \
 		episode.frame_resize=fit --out $(OUT)/toyworld-eval --overwrite
-	# the where-to-look world (policy toy:where, understanding/toyworld/weights/where): a coarse call, then a zoom
+	# the where-to-look world (the same policy, toy:where): a coarse call, then a zoom
 	$(BIN)/vidlab toyworld-data $(OUT)/toyworld-where 4 --world where
 	$(BIN)/vidlab qa --video $(OUT)/toyworld-where/test/videos/200000.mp4 --question "What colour did the triangle flash?" \
 		--options magenta white blue yellow --truth magenta --policy toy:where episode.frame_resize=fit \

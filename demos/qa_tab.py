@@ -56,7 +56,7 @@ class QAService:
 
         policy = self.config.policy
         scheme = policy.partition(":")[0]
-        text = f"Policy: `{policy}`"  # as configured (toy:shipped), not the folder it resolves to
+        text = f"Policy: `{policy}`"  # as configured (toy:where), not the folder it resolves to
         clip = resolve_clip_model(self.config.clip_model, policy)
         if clip is None:
             text += " · no CLIP model: the agent has uniform_sample only"
@@ -92,8 +92,9 @@ class QAService:
                     if self.config.policy.startswith("toy:"):
                         from understanding.toyworld.world import build_split, world_config
 
-                        # toy:where plays the where-to-look world (a coarse call, then a zoom)
-                        world = "where" if self.config.policy == "toy:where" else "default"
+                        # toy:where (the default policy) plays the where-to-look world (a coarse call, then a
+                        # zoom); toy:shipped and toy:DIR the default world
+                        world = "where" if self.config.policy in ("toy:where", "toy:default") else "default"
                         split = build_split(
                             self.work.root / ("toyworld" if world == "default" else "toyworld-where"),
                             "test",

@@ -173,6 +173,9 @@ def _tools_line(cfg: EvalConfig, how: str) -> str:
 # ------------------------------------------------------------------------------------------------------ qa
 QA_EPILOG = """\
 examples:
+  # the trained toy policy (the default one: toy:where) on the toy world (vidlab toyworld-data outputs/toyworld 4)
+  vidlab qa --video outputs/toyworld/test/videos/200000.mp4 --question "What colour was the triangle?" \
+      --options magenta white blue yellow --policy toy:where episode.frame_resize=fit
   # a tiny random Qwen2.5-VL, offline (its answers are noise; it shows the loop and the output)
   vidlab qa --video clip.mp4 --question "What colour is the ball?" --options red blue green --policy hf-tiny:qwen2_5_vl
   # a real checkpoint through transformers, with CLIP retrieval as a second tool
@@ -185,7 +188,8 @@ examples:
   # settings: a preset plus key=value overrides (checked: episode.max_calls=abc is refused at once)
   vidlab qa --video v.mp4 --question "Q?" --preset videobrain-qwen-vl episode.max_calls=3 episode.frame_resize=fit
 
-policy specs: hf:PATH_OR_ID | hf-tiny:qwen2_5_vl|qwen3_vl | openai:URL@MODEL | replay:FILE | const:LETTER | pixel:COLOUR
+policy specs: toy:where (the default toy policy) | toy:shipped | toy:DIR | hf:PATH_OR_ID | hf-tiny:qwen2_5_vl|qwen3_vl
+  | openai:URL@MODEL | replay:FILE | const:LETTER | pixel:COLOUR
 Frames are shown at exactly 640x360 (episode.frame_resize=reference, the authors' setting); fit keeps aspect.
 The trajectory is printed turn by turn: thoughts, tool calls, the frames seen (index and timestamp), the answer.
 """
@@ -212,7 +216,7 @@ def _qa_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--clip-model",
         help="CLIP model for clip_sample, e.g. ViT-B-16:openai; auto (default): the policy's own CLIP if it ships "
-        "one (toy:shipped does), else none; none: the uniform tool only",
+        "one (toy:where and toy:shipped do), else none; none: the uniform tool only",
     )
     p.add_argument("--cache-dir", help="frame-index cache folder (default: $VIDLAB_CACHE_DIR)")
     p.add_argument("--max-calls", type=int, help="tool-call budget (= episode.max_calls; reference: 5)")
@@ -382,7 +386,7 @@ def _require_policy(args: argparse.Namespace) -> None:
     if args.preset and "policy" in load_preset(args.preset, EvalConfig.PRESET_DIR):
         return
     raise UsageError(
-        "--policy is required: which model answers? e.g. --policy toy:shipped (the toy-world policy), "
+        "--policy is required: which model answers? e.g. --policy toy:where (the trained toy-world policy), "
         "hf:Qwen/Qwen2.5-VL-7B-Instruct, openai:URL@MODEL, or const:A (the answer-A baseline, no model)"
     )
 
@@ -402,6 +406,9 @@ def run_qa(cfg: EvalConfig, video: str, question: str, options: list[str] | None
 # -------------------------------------------------------------------------------------------------- eval-qa
 EVAL_EPILOG = """\
 examples:
+  # the trained toy policy (the default one: toy:where) vs uniform baselines on the toy world, on a laptop
+  vidlab eval-qa --benchmark jsonl --data outputs/toyworld/test/questions.jsonl --policy toy:where \
+      --strategies agent uniform:16 uniform:56 episode.frame_resize=fit --out outputs/toyworld-eval
   # Video-MME long split, a local Qwen3-VL, agent vs uniform baselines, on 2 Ray GPU workers
   vidlab eval-qa --benchmark videomme --data ~/data/Video-MME --split long --policy hf:Qwen/Qwen3-VL-8B-Instruct \\
       --strategies agent uniform:16 uniform:32 uniform:56 --clip-model ViT-B-16:openai \\
@@ -444,7 +451,8 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--video-dir", help="where the videos are, if not in the release layout under --data")
     p.add_argument(
         "--policy",
-        help="policy spec: hf:..., hf-tiny:..., openai:URL@MODEL, replay:FILE, const:X, pixel:COLOUR",
+        help="policy spec: toy:where (the default toy policy), toy:shipped, toy:DIR, hf:..., hf-tiny:..., "
+        "openai:URL@MODEL, replay:FILE, const:X, pixel:COLOUR",
     )
     p.add_argument("--strategies", nargs="+", help="agent, uniform:K, clip:K (several = one comparison plot)")
     p.add_argument("--out", help="output folder (default outputs/eval-qa)")
@@ -457,7 +465,7 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--clip-model",
         help="CLIP model for clip_sample and clip:K, e.g. ViT-B-16:openai; auto (default): the policy's own "
-        "CLIP if it ships one (toy:shipped does), else none; none: no clip_sample",
+        "CLIP if it ships one (toy:where and toy:shipped do), else none; none: no clip_sample",
     )
     p.add_argument("--judge", help="open-ended scoring: rule (default), rule:exact, openai:URL@MODEL")
     p.add_argument(

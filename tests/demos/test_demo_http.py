@@ -326,7 +326,7 @@ def test_default_preset_serves_the_trained_toy_models(tmp_path):
     assert (
         cfg == demo_config(["--preset", "default"]) == resolve(DemoConfig, "default", [])
     )  # one and the same
-    assert cfg.generation.preset == "generate/toyworld-calibrated" and cfg.qa.policy == "toy:shipped"
+    assert cfg.generation.preset == "generate/toyworld-calibrated" and cfg.qa.policy == "toy:where"
     work = WorkArea(tmp_path)
     gen = GenerationService(cfg.generation, work)
     assert gen.model_name == "toyworld" and gen.base.comp_attn.sci.strength == 2.0  # the calibrated preset
@@ -344,7 +344,7 @@ def test_default_preset_serves_the_trained_toy_models(tmp_path):
     assert f"IoU with the boxes: <b>{verdict['iou']:.2f}</b>" in caption
     qa = QAService(dataclasses.replace(cfg.qa, synthetic_videos=1), work)
     note = qa.model_note()  # the policy by its name, not the folder it resolves to
-    assert "Policy: `toy:shipped`" in note and str(ROOT) not in note and "clip_sample" in note
+    assert "Policy: `toy:where`" in note and str(ROOT) not in note and "clip_sample" in note
     assert qa.worker.clip_spec and qa.worker.clip_spec.endswith("clip")
     needle = next(r for name, r in qa.examples().items() if "needle" in name)
     final = list(qa.run(needle["video"], needle["question"], "\n".join(needle["options"])))[-1]["final"]

@@ -3,7 +3,7 @@
 Registered through lmms-eval's own mechanism, the ``lmms_eval.models`` entry-point group (declared in
 vidlab's pyproject), so after ``pip install -e ".[lmms]"``::
 
-    lmms-eval --model videobrain --model_args policy=toy:shipped,clip_model=understanding/toyworld/weights/clip \\
+    lmms-eval --model videobrain --model_args policy=toy:where,clip_model=understanding/toyworld/weights/where/clip \\
         --tasks videomme --batch_size 1
 
 runs any vidlab policy (``policy=`` takes every ``--policy`` spec, including plug-ins from the

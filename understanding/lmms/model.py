@@ -1,7 +1,7 @@
 """``VideoBrainLMM``: lmms-eval's ``lmms`` interface over vidlab's VideoBrain episode loop.
 
 ``--model_args`` (lmms-eval's ``key=value,key=value``):
-  ``policy``         a vidlab policy spec (default ``toy:shipped``): ``hf:...``, ``openai:URL@MODEL``, ``toy:DIR``,
+  ``policy``         a vidlab policy spec (default ``toy:where``): ``hf:...``, ``openai:URL@MODEL``, ``toy:DIR``,
                      or any scheme registered under ``vidlab.policies``
   ``clip_model``     a vidlab.clip spec; offers ``clip_sample`` over the cached frame index (default: none,
                      uniform_sample only)
@@ -47,7 +47,7 @@ class VideoBrainLMM(lmms):
 
     def __init__(
         self,
-        policy: str = "toy:shipped",
+        policy: str = "toy:where",  # understanding.policies.DEFAULT_POLICY
         clip_model: str | None = None,
         clip_sampling: str = "fps=1",
         clip_parity: bool = True,

@@ -12,7 +12,9 @@ Built in (``load_policy``):
   ``const:LETTER``                always answers LETTER directly (a floor for comparisons)
   ``pixel:COLOUR``                reads pixels: "is COLOUR visible?", calling uniform_sample while unsure
 Registered by this distribution's own entry point:
-  ``toy:shipped`` / ``toy:DIR``   the trained toy-world policy + its toy CLIP (understanding.toyworld)
+  ``toy:where``                   the default (``DEFAULT_POLICY``): the toy policy that chooses where to look,
+                                  + its toy CLIP; it serves both toy worlds (understanding.toyworld)
+  ``toy:shipped`` / ``toy:DIR``   the default toy world's own policy / a trained folder, + its toy CLIP
 Heavy backends are imported only when their spec is used.
 """
 
@@ -39,7 +41,13 @@ from understanding.policies.registry import (
     unregister_policy,
 )
 
+# The policy the quickstart, the demo and the examples use when none is named: the trained toy policy that
+# serves both toy worlds (the default world's test splits and the where-to-look world; docs/results/
+# videobrain-where-to-look.md). ``toy:shipped`` stays available by name.
+DEFAULT_POLICY = "toy:where"
+
 __all__ = [
+    "DEFAULT_POLICY",
     "ENTRY_POINT_GROUP",
     "BadResponseError",
     "EndpointError",

@@ -3,7 +3,8 @@
 Modules: ``world`` (seeded videos as mp4 + multiple-choice questions), ``clip_train`` (contrastive toy CLIP in
 open_clip's own classes), ``policy`` (a frame reader + action head over the toy CLIP that plays the real protocol), ``rl`` (rollouts
 through the real ``Episode``/``compute_score``, SFT, GRPO), ``train`` (the resumable pipeline behind
-``vidlab train-agent --engine toy``). Shipped weights: ``weights/`` (``load_policy("toy:shipped")``).
+``vidlab train-agent --engine toy``). Shipped weights: ``weights/where/`` (``load_policy("toy:where")``, the default
+policy: it serves both worlds) and ``weights/`` (``load_policy("toy:shipped")``, the default world's own).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from pathlib import Path
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 SHIPPED_CLIP = WEIGHTS_DIR / "clip"
-# the packaged policies, one per world: toy:shipped (the default world) and toy:where (the where-to-look world)
-SHIPPED = {"shipped": WEIGHTS_DIR, "default": WEIGHTS_DIR, "where": WEIGHTS_DIR / "where"}
+# the packaged policies: toy:where (trained on the where-to-look world; it also scores 1.000 on the default world's
+# test splits, so it is the default policy, understanding.policies.DEFAULT_POLICY, and "toy:default" names it) and
+# toy:shipped (trained on the default world only)
+SHIPPED = {"shipped": WEIGHTS_DIR, "default": WEIGHTS_DIR / "where", "where": WEIGHTS_DIR / "where"}
 
 
 def resolve_toy_dir(rest: str) -> Path:
@@ -49,7 +52,7 @@ class ToyPolicySpec:
         """The toy CLIP this policy was trained with (``DIR/clip``; the shipped ones for ``toy:shipped`` and
         ``toy:where``), which ``vidlab qa`` / ``eval-qa`` / ``classify`` and the demo use for ``clip_sample`` unless
         told otherwise."""
-        d = SHIPPED.get(rest or "shipped") or Path(rest).expanduser()
+        d = SHIPPED.get(rest or "default") or Path(rest).expanduser()
         clip = d / "clip"
         return str(clip) if (clip / "open_clip_config.json").is_file() else None
 
