@@ -85,13 +85,14 @@ def full_config(out: str, seed: int, preset: str, overrides: list[str]):
     return resolve(ToyTrainConfig, preset, [f"out={out}", f"seed={seed}", *overrides])
 
 
-def one_seed(cfg) -> dict:
-    """Train (or resume) and evaluate one seed; the result is cached in OUT/seedN/result.json."""
+def one_seed(cfg, ablation: bool = True) -> dict:
+    """Train (or resume) and evaluate one seed; the result is cached in OUT/seedN/result.json. ``ablation``
+    (where world): also train and evaluate the accuracy-only GRPO."""
     cached = pathlib.Path(cfg.out) / "result.json"
     if cached.is_file():
         return json.loads(cached.read_text())
     if cfg.actions == "where":
-        return where_seed(cfg)
+        return where_seed(cfg, ablation)
     from understanding.toyworld.clip_train import needle_recall
     from understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
     from understanding.toyworld.train import _specs, run
@@ -162,12 +163,14 @@ def default_world(cfg, clip, policy) -> dict:
     )
 
 
-def where_seed(cfg) -> dict:
-    """``one_seed`` for the where world: the same pipeline and methods, plus the world check, the validation
-    split, the looks of the classification labels, the default world and per-stage timing."""
+def where_seed(cfg, ablation: bool = True) -> dict:
+    """``one_seed`` for the where world: the same pipeline and methods (the accuracy-only ablation unless
+    ``ablation`` is false), plus the world check, the validation split, the looks of the classification labels,
+    the default world, per-stage timing, and per-question records of the test split (``records``)."""
     from understanding.toyworld.check import clip_check, view_check
     from understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
     from understanding.toyworld.train import _specs, run
+    from understanding.toyworld.world import seed_of, video_spec
 
     out = pathlib.Path(cfg.out)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -175,11 +178,13 @@ def where_seed(cfg) -> dict:
     world, clip = res["world"], res["clip"]
     oracle = {"sft": oracle_table(world, res["sft"])}
     print(f"seed {cfg.seed} oracle (sft): {json.dumps(oracle['sft'])}", flush=True)
-    res = run(cfg, stages=("grpo", "grpo-acc-only"))
+    res = run(cfg, stages=("grpo", "grpo-acc-only") if ablation else ("grpo",))
     t_train = time.perf_counter() - t0
     cache = out / "index_cache"
-    policies = {"sft": res["sft"], "grpo": res["grpo"], "grpo-acc-only": res["grpo-acc-only"]}
-    methods = evaluate_methods(world, clip, policies, res["grpo"], cache)
+    policies = {"sft": res["sft"], "grpo": res["grpo"]}
+    if ablation:
+        policies["grpo-acc-only"] = res["grpo-acc-only"]
+    methods = evaluate_methods(world, clip, policies, res["grpo"], cache, records=True)
     val = evaluate_methods(
         world,
         clip,
@@ -204,6 +209,19 @@ def where_seed(cfg) -> dict:
         d[key] = d.get(key, 0) + 1
     oracle["grpo"] = oracle_table(world, res["grpo"])
     dflt = default_world(cfg, clip, res["grpo"])
+    count_facts = []  # per test count question: its circles' length, interval and count (for the bins)
+    for r in world.splits["test"].rows:
+        if r["category"] == "count":
+            spec = video_spec(seed_of(r), cfg.world)
+            a, b = spec.count_interval
+            count_facts.append(
+                {
+                    "video": r["video"],
+                    "event": spec.facts["count_event"],
+                    "interval": b - a,
+                    "count": spec.count,
+                }
+            )
     timing_path = out / "timing.json"
     noise_path = out / "label_noise.json"
     result = {
@@ -218,6 +236,7 @@ def where_seed(cfg) -> dict:
         "labels": labels,
         "labels_by_kind": by_kind,
         "default_world": dflt,
+        "count_facts": count_facts,
         "timing": json.loads(timing_path.read_text()) if timing_path.is_file() else None,
         "train_seconds": round(t_train, 1),
         "seconds": round(time.perf_counter() - t0, 1),
@@ -229,13 +248,104 @@ def where_seed(cfg) -> dict:
     return result
 
 
+EVENT_BINS = ((8, 12), (13, 18), (19, 24))  # frames per counted circle (the where preset draws 8 to 24)
+BIN_METHODS = ("grpo", "uniform-56", "clip-topk", "sft")
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson interval of a share k / n."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    z, p = 1.96, k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(c - h, 4), round(c + h, 4))
+
+
+def count_by_event(per_seed: list[dict]) -> dict | None:
+    """Count questions by the length of their circles (``EVENT_BINS``; questions with no circle apart, and the
+    split by the halves' stride: circles shorter than ``uniform_sample``'s stride over half the interval):
+    per method, per seed accuracy and mean calls, and pooled over seeds: accuracy with a 95% Wilson interval,
+    mean calls with a 95% t-interval over questions, and GRPO minus uniform-56 paired per question."""
+    if not all(s.get("count_facts") and "records" in s["methods"].get("grpo", {}) for s in per_seed):
+        return None
+
+    def group(f: dict) -> list[str]:
+        if f["count"] == 0:
+            return ["no circle"]
+        out = [f"{lo}-{hi} frames" for lo, hi in EVENT_BINS if lo <= f["event"] <= hi]
+        half_stride = (f["interval"] // 2 - 1) / 7
+        out.append(
+            "shorter than the halves' stride" if f["event"] < half_stride else "halves' stride or longer"
+        )
+        return out
+
+    names = [f"{lo}-{hi} frames" for lo, hi in EVENT_BINS]
+    names += ["no circle", "shorter than the halves' stride", "halves' stride or longer"]
+    rows: dict[str, dict] = {g: {"n": 0, "per_seed": [], "methods": {}} for g in names}
+    pooled: dict[str, dict[str, dict[str, list]]] = {g: {} for g in names}
+    for s in per_seed:
+        facts = {f["video"]: f for f in s["count_facts"]}
+        counts: dict[str, int] = {}
+        for m in BIN_METHODS:
+            if m not in s["methods"]:
+                continue
+            for r in s["methods"][m]["records"]:
+                if r["category"] != "count":
+                    continue
+                for g in group(facts[r["video"]]):
+                    d = pooled[g].setdefault(m, {"right": [], "calls": [], "seed": []})
+                    d["right"].append(int(r["right"]))
+                    d["calls"].append(r["calls"])
+                    d["seed"].append(s["seed"])
+                    if m == "grpo":
+                        counts[g] = counts.get(g, 0) + 1
+        for g in names:
+            rows[g]["per_seed"].append({"seed": s["seed"], "n": counts.get(g, 0)})
+    for g in names:
+        rows[g]["n"] = sum(x["n"] for x in rows[g]["per_seed"])
+        for m, d in pooled[g].items():
+            right, calls = np.array(d["right"]), np.array(d["calls"], float)
+            seeds = sorted(set(d["seed"]))
+            per = [
+                {
+                    "seed": sd,
+                    "accuracy": round(float(right[np.array(d["seed"]) == sd].mean()), 4),
+                    "calls": round(float(calls[np.array(d["seed"]) == sd].mean()), 3),
+                }
+                for sd in seeds
+            ]
+            hw = 1.96 * calls.std(ddof=1) / math.sqrt(len(calls)) if len(calls) > 1 else float("nan")
+            rows[g]["methods"][m] = {
+                "accuracy": round(float(right.mean()), 4),
+                "accuracy_ci95": _wilson(int(right.sum()), len(right)),
+                "calls": round(float(calls.mean()), 3),
+                "calls_ci95": round(float(hw), 3) if hw == hw else None,
+                "per_seed": per,
+            }
+        if "grpo" in pooled[g] and "uniform-56" in pooled[g]:
+            diff = np.array(pooled[g]["grpo"]["right"]) - np.array(pooled[g]["uniform-56"]["right"])
+            hw = 1.96 * diff.std(ddof=1) / math.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+            rows[g]["grpo_minus_uniform56"] = {
+                "mean": round(float(diff.mean()), 4),
+                "ci95": round(float(hw), 4) if hw == hw else None,
+            }
+    return rows
+
+
+def _present(per_seed: list[dict]) -> tuple[str, ...]:
+    """The methods every seed evaluated (the accuracy-only ablation may be left out)."""
+    return tuple(m for m in METHODS if all(m in s["methods"] for s in per_seed))
+
+
 def where_aggregate(per_seed: list[dict]) -> dict:
     """Means and 95% intervals over seeds, per kind; call-count distributions; the where targets."""
     keys = ("accuracy", "frames", "calls")
     per_kind_keys = ("accuracy", "call_rate", "calls", "frames")
     methods: dict[str, dict] = {}
     ci: dict[str, dict] = {}
-    for m in METHODS:
+    present = _present(per_seed)
+    for m in present:
         methods[m], ci[m] = {}, {}
         for k in (*keys, *[f"{p}_{x}" for x in WHERE_KINDS for p in per_kind_keys]):
             mean, hw = _ci([s["methods"][m].get(k, float("nan")) for s in per_seed])
@@ -247,13 +357,14 @@ def where_aggregate(per_seed: list[dict]) -> dict:
             for k in WHERE_KINDS
         }
         for m in ("sft", "grpo", "grpo-acc-only")
+        if m in present
     }
     per_kind = {
         m: {
             k: {p: methods[m][f"{p}_{k}"] for p in per_kind_keys} | {"accuracy_ci95": ci[m][f"accuracy_{k}"]}
             for k in WHERE_KINDS
         }
-        for m in METHODS
+        for m in present
     }
     g, u56, clip16 = methods["grpo"], methods["uniform-56"], methods["clip-topk"]
     diff, diff_hw = _ci(
@@ -284,6 +395,7 @@ def where_aggregate(per_seed: list[dict]) -> dict:
         k: {
             m: {p: methods[m][f"{p}_{k}"] for p in ("accuracy", "calls", "frames")}
             for m in ("grpo", "grpo-acc-only")
+            if m in present
         }
         for k in WHERE_KINDS
     }
@@ -297,7 +409,7 @@ def where_aggregate(per_seed: list[dict]) -> dict:
                         k: {p: s["methods"][m].get(f"{p}_{k}") for p in per_kind_keys} for k in WHERE_KINDS
                     },
                 }
-                for m in METHODS
+                for m in present
             },
             "grpo_minus_uniform56": round(
                 s["methods"]["grpo"]["accuracy"] - s["methods"]["uniform-56"]["accuracy"], 4
@@ -329,6 +441,7 @@ def where_aggregate(per_seed: list[dict]) -> dict:
             "per_seed": dflt,
         },
         "ablation_by_kind": ablation,
+        "count_by_event": count_by_event(per_seed),
         "world_check": [s.get("world_check") for s in per_seed],
         "oracle": {s["seed"]: s.get("oracle") for s in per_seed},
         "targets": targets,
@@ -486,7 +599,7 @@ def plot_accuracy_vs_frames(
     from vidlab.io import atomic_path
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for i, m in enumerate(METHODS):
+    for i, m in enumerate(m for m in METHODS if m in agg["methods"]):
         x, y = agg["methods"][m]["frames"], agg["methods"][m]["accuracy"]
         xe, ye = agg["ci95"][m]["frames"] or 0.0, agg["ci95"][m]["accuracy"] or 0.0
         ax.errorbar(x, y, xerr=xe, yerr=ye, fmt="o", color=f"C{i}", capsize=3, label=m)
@@ -524,6 +637,11 @@ def main(argv=None) -> int:
         )
         ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="preset overrides key=value")
         ap.add_argument("--plot", default=None, help="also write the accuracy-vs-frames plot here (PNG)")
+        ap.add_argument(
+            "--no-ablation",
+            action="store_true",
+            help="where world: leave out the accuracy-only GRPO ablation (train and evaluate the behaviour reward)",
+        )
 
     args = bench_args(__doc__.split("\n\n")[0], extra=extra, argv=argv)
     where = args.world == "where"
@@ -535,7 +653,7 @@ def main(argv=None) -> int:
     for s in args.seeds:
         d = str(out / f"seed{s}")
         cfg = quick_config(d, s, args.world) if args.quick else full_config(d, s, preset, args.overrides)
-        r = one_seed(cfg)
+        r = one_seed(cfg, ablation=not args.no_ablation)
         per_seed.append(r)
         print(f"seed {s}: trained in {r['train_seconds']} s, total {r['seconds']} s; labels {r['labels']}")
     if where:
@@ -589,7 +707,7 @@ def write_figures(agg: dict, per_seed: list[dict], out: pathlib.Path, args, argv
 def print_method_table(agg: dict, kinds, calls_key: str) -> None:
     """One row per method: accuracy, frames, calls, then accuracy and ``{calls_key}_{kind}`` per question kind."""
     rows = []
-    for m in METHODS:
+    for m in (m for m in METHODS if m in agg["methods"]):
         row = {"method": m, **{k: agg["methods"][m][k] for k in ("accuracy", "frames", "calls")}}
         for k in kinds:
             row[f"acc {k}"] = agg["methods"][m][f"accuracy_{k}"]
@@ -613,6 +731,15 @@ def where_report(per_seed: list[dict], out: pathlib.Path, args, argv, t0: float)
         )
     print("grpo - uniform-56:", agg["grpo_minus_uniform56"])
     print("targets:", agg["targets"])
+    if agg.get("count_by_event"):
+        rows = []
+        for g, row in agg["count_by_event"].items():
+            r = {"count questions": g, "n": row["n"]}
+            for m, v in row["methods"].items():
+                r[f"{m} acc"] = v["accuracy"]
+                r[f"{m} calls"] = v["calls"]
+            rows.append(r)
+        print_table(rows, list(rows[0]))
     if args.plot:
         n = int(per_seed[0]["methods"]["grpo"]["n"])
         png = plot_accuracy_vs_frames(

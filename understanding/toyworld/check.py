@@ -11,7 +11,9 @@ strategy shows and whether they hold the answer (``world.evidence_in_view``), an
 - ``clip top-16``: 16 of the 128 candidates under the same ideal ranking (subject, then anchor, then look-alike);
 - ``two looks``: the action templates of ``where.py`` with the ideal retriever: a coarse call and the zoom it
   leads to (needle / distractor: ``clip_subject`` then ``zoom_around``; twolook: ``clip_anchor`` then
-  ``zoom_before``; count: the two halves of the interval; static: no call).
+  ``zoom_before``; count: the two halves of the interval; static: no call);
+- ``four quarters`` (count only): the 16 initial frames + ``uniform_sample`` over each quarter of the interval
+  (``where.py``'s ``uniform_quarter``), 4x denser than one call: it catches circles shorter than the halves' stride.
 
 A real CLIP can only do worse than the ideal one at retrieval; ``clip_check`` measures the trained toy CLIP on the
 same calls (region found, lit frame / plus found, share of foil frames in the top 4).
@@ -35,7 +37,16 @@ SUBJECT = {
     "twolook": "square",
 }
 ANCHOR = {"twolook": "star"}
-STRATEGIES = ("uniform-16", "uniform-56", "one uniform call", "one clip call", "clip top-16", "two looks")
+STRATEGIES = (
+    "uniform-16",
+    "uniform-56",
+    "one uniform call",
+    "one clip call",
+    "clip top-16",
+    "two looks",
+    "four quarters",
+)
+ONLY = {"four quarters": ("count",)}  # strategies that apply to some kinds only
 
 
 def _linspace(lo: int, hi: int, k: int) -> list[int]:
@@ -89,6 +100,11 @@ def strategy_frames(spec: VideoSpec, kind: str, strategy: str, prompt: str = "su
     if strategy == "clip top-16":
         shapes = [*_subject_shapes(kind), *([ANCHOR[kind]] if kind in ANCHOR else [])]
         return sorted(ideal_clip(spec, 0, n, shapes, k=16))
+    if strategy == "four quarters":
+        if kind != "count":
+            raise ValueError(f"the four quarters strategy is for count questions, got {kind!r}")
+        q = [lo + (hi - lo) * p // 4 for p in range(5)]
+        return sorted(set(init).union(*(_linspace(q[p], q[p + 1], 8) for p in range(4))))
     if strategy == "two looks":
         step = n / 128
         if kind in ("needle", "distractor"):
@@ -131,7 +147,10 @@ def reason(spec: VideoSpec, kind: str, frames: Sequence[int]) -> str:
         inside = [t for t in frames if a <= t < b]
         if len(inside) < 4:
             return "interval not covered (< 4 frames inside)"
-        return "a circle missed or two merged (sparse frames)"
+        shown = {id(spec.event_at(t)) for t in inside}
+        if any(id(e) not in shown for e in spec.events if e.role == "count"):
+            return "a circle shorter than the frames' stride missed"
+        return "two circles merged (no frame between them)"
     return "answer not in view"
 
 
@@ -144,7 +163,7 @@ def view_check(specs: Sequence[VideoSpec], kinds: Sequence[str]) -> dict[str, An
         name = strategy if prompt == "subject" else f"{strategy} (anchor)"
         per: dict[str, Any] = {}
         for kind in kinds:
-            if prompt == "anchor" and kind not in ANCHOR:
+            if (prompt == "anchor" and kind not in ANCHOR) or kind not in ONLY.get(strategy, (kind,)):
                 continue
             reasons: dict[str, int] = {}
             hits, frames = [], []

@@ -50,8 +50,10 @@ def evaluate_methods(
     cache_dir: Path,
     baselines: Sequence[str] = ("uniform:16", "uniform:56", "clip:16"),
     split: str = "test",
+    records: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """{method: summary} over ``split``; baseline labels: ``uniform-16``, ``uniform-56``, ``clip-topk``."""
+    """{method: summary} over ``split``; baseline labels: ``uniform-16``, ``uniform-56``, ``clip-topk``.
+    ``records``: each summary also lists its questions (``records``: video, kind, right, calls, frames)."""
     from understanding.env import run_episode
     from understanding.policies.baselines import run_baseline
     from understanding.toyworld.rl import TOY_EPISODE
@@ -77,7 +79,20 @@ def evaluate_methods(
         for name, pol in policies.items():
             t = run_episode(pol, None, row["question"], row["options"], config=greedy, agents=agents)
             results.setdefault(name, []).append((row, t))
-    return {k: _summary(v) for k, v in results.items()}
+    out = {k: _summary(v) for k, v in results.items()}
+    if records:
+        for k, v in results.items():
+            out[k]["records"] = [
+                {
+                    "video": r["video"],
+                    "category": r["category"],
+                    "right": bool(t.valid and t.predicted == r["answer"]),
+                    "calls": int(t.num_tool_calls),
+                    "frames": int(t.num_frames_used),
+                }
+                for r, t in v
+            ]
+    return out
 
 
 def cache_parity(

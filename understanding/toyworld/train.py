@@ -432,6 +432,9 @@ TWO_LOOKS = (
     ("clip_subject", "zoom_around"),
     ("clip_anchor", "zoom_before"),
     ("uniform_split", "uniform_split"),
+    # count with circles shorter than the halves' stride: the four quarters (a denser look, not a zoom; counted
+    # with the two-look probes because the union of the probes is the rich view)
+    ("uniform_quarter",) * 4,
 )
 
 

@@ -10,6 +10,8 @@ question. This one chooses among seven actions, each a tool with its arguments:
                         on ("... just before the star appeared?" -> "star"); only when the question names one
 ``uniform_all``         ``uniform_sample`` over the question's interval (else the whole video)
 ``uniform_split``       ``uniform_sample`` over the next half, then quarter, ... of that interval
+``uniform_quarter``     ``uniform_sample`` over the next quarter of that interval not yet looked at (four of them
+                        cover it 4x denser than one call: short events that two halves miss)
 ``zoom_around``         ``uniform_sample(f - step, f + step)`` around the focus ``f`` of the latest observation
 ``zoom_before``         ``uniform_sample(f - 2 step, f)`` just before the first anchor frame ``f`` of the latest
                         observation (questions with an anchor)
@@ -65,10 +67,11 @@ WHERE_ACTIONS = (
     "uniform_split",
     "zoom_around",
     "zoom_before",
+    "uniform_quarter",  # appended last: a network saved with the first seven actions loads (``WhereNet``)
 )
 CALL_KINDS = ("clip_subject", "clip_anchor", "uniform_all", "uniform_split", "zoom")
 WHERE_STATE_DIM = 6 + 2 * len(CALL_KINDS)
-WHERE_EVIDENCE_DIM = 8
+WHERE_EVIDENCE_DIM = 9  # the last one (frames per run of the subject) appended last, as the action above
 MIN_RANGE = 8  # a shorter uniform_sample range ends the episode (the reference's rule)
 _ANCHOR = re.compile(r"\bbefore the (\w+)", re.I)
 
@@ -124,6 +127,13 @@ def split_ranges(lo: int, hi: int, total: int) -> list[tuple[int, int]]:
 @functools.lru_cache(maxsize=4096)
 def _split_ranges(lo: int, hi: int, total: int) -> tuple[tuple[int, int], ...]:
     return tuple(r for r in uniform_ranges(lo, hi, total) if r != (lo, min(hi, total)))
+
+
+def quarter_ranges(lo: int, hi: int, total: int) -> list[tuple[int, int]]:
+    """``uniform_quarter``'s ranges, in order: the four quarters of ``[lo, hi)`` (those at least 8 frames long)."""
+    hi = min(hi, total)
+    out = [(lo + (hi - lo) * p // 4, lo + (hi - lo) * (p + 1) // 4) for p in range(4)]
+    return [r for r in out if r[1] - r[0] >= MIN_RANGE]
 
 
 def _dup(call: tuple[str, Any], done: list[P.ToolCall]) -> bool:
@@ -200,6 +210,8 @@ def plan(
         else None
     )
     calls.append(ok((P.UNIFORM, b)) if b else None)
+    q = next((r for r in quarter_ranges(lo, hi, obs.total) if not _dup((P.UNIFORM, r), obs.calls)), None)
+    calls.append(ok((P.UNIFORM, q)) if q else None)
     return Plan(calls, focus, anchor_frame, step)
 
 
@@ -220,6 +232,7 @@ def render_where(obs: Observation, p: Plan, action: int, letter: str | None) -> 
         why = {
             "uniform_all": f"I need a uniform look at frames {a[0]}-{a[1]}.",
             "uniform_split": f"I need a denser look at frames {a[0]}-{a[1]}.",
+            "uniform_quarter": f"Brief events may fall between those frames; look at frames {a[0]}-{a[1]}.",
             "zoom_around": f"The {subject(obs.question)} looks closest at frame {p.focus}; zoom in on frames {a[0]}-{a[1]}.",
             "zoom_before": (
                 f"The {anchor_of(obs.question)} shows at frame {p.anchor_frame}; look just before it, "
@@ -295,10 +308,30 @@ class WhereNet(ToyPolicyNet):
                 (pa * latest).max(1).values * b["has_anchor"],
                 (ps * pn).max(1).values * b["has_anchor"],
                 valid.sum(1) / 56.0,
+                # frames per run of the subject inside the interval: ~1 when the looks are sparser than the
+                # events are long (a denser look may find more), more when each event spans several looks
+                (p.sum(1) / n.clamp(min=0.5)).clamp(max=4) / 4,
             ],
             -1,
         )
         return ans, evidence
+
+    def load_state_dict(self, state: Any, strict: bool = True, assign: bool = False) -> Any:
+        """Load weights, also those saved before ``uniform_quarter`` and the run-length evidence were appended
+        (seven actions, eight evidence features): the missing input column gets weight 0 and the missing
+        action a logit bias of -30, so such a network acts exactly as it was trained (it never quarters)."""
+        torch = _torch()
+        state = dict(state)
+        w0, w2, b2 = (state.get(f"action_head.{k}") for k in ("0.weight", "2.weight", "2.bias"))
+        head0, head2 = self.action_head[0], self.action_head[2]
+        if w0 is not None and w0.shape[1] < head0.in_features:
+            pad = torch.zeros(w0.shape[0], head0.in_features - w0.shape[1], dtype=w0.dtype)
+            state["action_head.0.weight"] = torch.cat([w0, pad], 1)
+        if w2 is not None and b2 is not None and w2.shape[0] < head2.out_features:
+            extra = head2.out_features - w2.shape[0]
+            state["action_head.2.weight"] = torch.cat([w2, torch.zeros(extra, w2.shape[1], dtype=w2.dtype)])
+            state["action_head.2.bias"] = torch.cat([b2, torch.full((extra,), -30.0, dtype=b2.dtype)])
+        return super().load_state_dict(state, strict=strict, assign=assign)
 
     def presences(self, b: dict[str, Any]) -> tuple[Any, Any]:
         """[B, N] presence logits of the subject and of the anchor (for the focus and the anchor frame)."""

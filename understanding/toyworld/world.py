@@ -82,6 +82,10 @@ class WorldConfig:
     max_frames: int = 3600  # 1 hour at 1 fps
     count_interval: int = 128  # frames in a count question's interval
     count_event: int = 20  # frames each counted circle is shown (>= interval / 7: 8 uniform samples see it)
+    # > 0: a distribution: each video draws its circles' length from [count_event, count_event_max] and its
+    # interval from [count_interval, count_interval_max] (integers, uniform, from their own stream of the seed)
+    count_event_max: int = 0
+    count_interval_max: int = 0
     background_events: float = 1 / 150  # extra distracting flashes per frame
     scene_length: int = 400  # mean frames between background changes
     # ---- the where-to-look knobs (the defaults keep the world above; WORLDS["where"] sets them) -------------
@@ -102,6 +106,12 @@ class WorldConfig:
             raise ConfigError(
                 f"world.flash must be >= 0 and < world.context ({self.context}), got {self.flash}"
             )
+        for lo, hi, name in (
+            (self.count_event, self.count_event_max, "count_event"),
+            (self.count_interval, self.count_interval_max, "count_interval"),
+        ):
+            if lo < 1 or (hi and hi < lo):
+                raise ConfigError(f"world.{name} must be >= 1 and <= world.{name}_max ({hi}), got {lo}")
         if self.foil_shape not in WHERE_SHAPES:
             raise ConfigError(
                 f"world.foil_shape must be one of {list(WHERE_SHAPES)}, got {self.foil_shape!r}"
@@ -118,8 +128,12 @@ WORLDS: dict[str, dict[str, Any]] = {
     "default": {},
     "where": {
         "min_frames": 600,  # the spacing n / 128 stays >= 4.7 frames, so a 2-frame flash is shorter
-        "count_interval": 256,  # one uniform_sample: stride 36 frames > a 20-frame circle; halves: 18
-        "count_event": 20,
+        # count: circles of 8 to 24 frames over 192 to 320 frames, per video (chosen on the validation splits:
+        # the widest bounds tried where the four quarters still show every count, the halves only 0.61 of them)
+        "count_interval": 192,
+        "count_interval_max": 320,
+        "count_event": 8,
+        "count_event_max": 24,
         "flash": 0.4,
         "context": 1.6,
         "foil_shape": "cross",
@@ -193,6 +207,18 @@ def _place(
     return None
 
 
+def count_lengths(seed: int, cfg: WorldConfig) -> tuple[int, int]:
+    """(circle length, interval length) of the count question of video ``seed``: the config's values, or, where
+    it gives ``count_event_max`` / ``count_interval_max``, integers drawn uniformly within the bounds from a
+    stream of their own (so the rest of the video draws as without the range)."""
+    if not (cfg.count_event_max or cfg.count_interval_max):
+        return cfg.count_event, cfg.count_interval
+    rng = np.random.default_rng([int(seed), 7919, 2])
+    e = int(rng.integers(cfg.count_event, max(cfg.count_event, cfg.count_event_max) + 1))
+    i = int(rng.integers(cfg.count_interval, max(cfg.count_interval, cfg.count_interval_max) + 1))
+    return e, i
+
+
 def video_spec(seed: int, cfg: WorldConfig | None = None) -> VideoSpec:
     """The seeded ground truth of one video (deterministic: same seed and config, same video)."""
     cfg = cfg or WorldConfig()
@@ -215,18 +241,19 @@ def video_spec(seed: int, cfg: WorldConfig | None = None) -> VideoSpec:
         events.append(Event(start, start + length, shape, colour, role))
         busy.append((start, start + length))
 
-    # count interval and its circles
-    L = min(cfg.count_interval, n // 2)
+    # count interval and its circles (lengths drawn per video when the config gives a range)
+    event_len, interval = count_lengths(seed, cfg)
+    L = min(interval, n // 2)
     a = int(rng.integers(0, n - L + 1))
     count = int(rng.integers(0, len(COUNT_WORDS)))
     busy_iv: list[tuple[int, int]] = []
     placed = 0
     for _ in range(count):
-        s = _place(rng, busy_iv, a, a + L, cfg.count_event, cfg.count_event)
+        s = _place(rng, busy_iv, a, a + L, event_len, event_len)
         if s is None:
             break
-        busy_iv.append((s, s + cfg.count_event))
-        add(s, cfg.count_event, "circle", names[int(rng.integers(len(names)))], "count")
+        busy_iv.append((s, s + event_len))
+        add(s, event_len, "circle", names[int(rng.integers(len(names)))], "count")
         placed += 1
     count = placed
     busy.append((a, a + L))  # nothing else inside the interval
@@ -296,6 +323,7 @@ def video_spec(seed: int, cfg: WorldConfig | None = None) -> VideoSpec:
         "border": border,
         "needle": needle_colour,
         "count": count,
+        "count_event": event_len,  # frames each counted circle lasts (for binning by event length)
         "distractor": target,
         "foil": str(foil),
     }

@@ -17,6 +17,7 @@ from understanding.toyworld.where import (
     call_kind,
     call_stride,
     plan,
+    quarter_ranges,
     split_ranges,
     window_around,
     window_before,
@@ -46,7 +47,7 @@ def test_arguments_windows_and_masks():
     assert split_ranges(0, 256, 1280)[:3] == [(0, 128), (128, 256), (0, 64)]
     # before any call: no zoom; the anchor search only when the question names an anchor
     needle = plan(_obs("What colour did the triangle flash?"), None, None)
-    assert [c is not None for c in needle.calls] == [True, True, False, True, True, False, False]
+    assert [c is not None for c in needle.calls] == [True, True, False, True, True, False, False, True]
     assert needle.calls[A["clip_subject"]] == (P.CLIP, (0, 1280, "triangle"))
     two = plan(_obs("What colour was the square just before the star appeared?", [clip]), 500, 700)
     assert two.calls[A["clip_anchor"]] == (P.CLIP, (0, 1280, "star"))
@@ -62,7 +63,7 @@ def test_arguments_windows_and_masks():
     assert call_kind(half, count) == "uniform_split" and call_kind(clip, count) == "clip_subject"
     # no calls left / not offered: answer only
     done = plan(_obs(count.question, [half], final=True), 400, None)
-    assert [c is not None for c in done.calls] == [True] + [False] * 6
+    assert [c is not None for c in done.calls] == [True] + [False] * 7
     no_clip = plan(_obs("What colour did the triangle flash?", tools=(P.UNIFORM,)), None, None)
     assert no_clip.calls[A["clip_subject"]] is None and no_clip.calls[A["uniform_all"]] is not None
 
@@ -250,3 +251,47 @@ def test_the_shipped_where_policy_looks_coarse_then_zooms_and_answers(tmp_path):
         calls.setdefault(row["category"], []).append(t.num_tool_calls)
     assert calls["static"] == [0, 0] and all(n >= 2 for k in ("needle", "twolook") for n in calls[k])
     assert right >= 8  # of 10 questions on videos no split used
+
+
+def test_uniform_quarter_looks_at_each_quarter_once_four_calls_within_the_budget():
+    assert quarter_ranges(300, 556, 1280) == [(300, 364), (364, 428), (428, 492), (492, 556)]
+    assert quarter_ranges(0, 20, 1280) == []  # quarters shorter than 8 frames: none
+    count = _obs("How many circles appear between frame 300 and frame 556?")
+    done: list = []
+    for lo, hi in quarter_ranges(300, 556, 1280):
+        p = plan(_obs(count.question, done), None, None)
+        assert p.calls[A["uniform_quarter"]] == (P.UNIFORM, (lo, hi))
+        done.append(P.ToolCall(P.UNIFORM, {"start_frame": lo, "end_frame": hi}))
+        assert call_kind(done[-1], count) == "uniform_split"  # a quarter is a split range
+    assert plan(_obs(count.question, done), None, None).calls[A["uniform_quarter"]] is None  # all four seen
+    # after a half, the quarters inside it are still offered: a half, then four quarters = 5 calls
+    half = P.ToolCall(P.UNIFORM, {"start_frame": 300, "end_frame": 428})
+    assert plan(_obs(count.question, [half]), None, None).calls[A["uniform_quarter"]] == (
+        P.UNIFORM,
+        (300, 364),
+    )
+    assert WHERE_ACTIONS[-1] == "uniform_quarter"  # appended: the first seven keep their indices
+
+
+def test_a_network_saved_with_seven_actions_loads_and_acts_as_before():
+    """Weights saved before ``uniform_quarter`` and the run-length evidence (the first shipped toy:where) load
+    into the eight-action network: the old actions' logits are unchanged and the new one is never chosen."""
+    torch.manual_seed(0)
+    cfg = PolicyNetConfig(embed_dim=8, actions="where")
+    new = WhereNet(cfg)
+    old = {k: v.clone() for k, v in new.state_dict().items()}
+    old["action_head.0.weight"] = old["action_head.0.weight"][:, :-1].clone()  # 8 evidence features
+    old["action_head.2.weight"] = old["action_head.2.weight"][:-1].clone()  # 7 actions
+    old["action_head.2.bias"] = old["action_head.2.bias"][:-1].clone()
+    loaded = WhereNet(cfg)
+    loaded.load_state_dict(old)
+    z = torch.randn(5, loaded.action_head[0].in_features)
+    logits = loaded.action_head(z)
+    z_old = z[:, :-1]
+    ref = torch.nn.functional.linear(
+        torch.tanh(torch.nn.functional.linear(z_old, old["action_head.0.weight"], new.action_head[0].bias)),
+        old["action_head.2.weight"],
+        old["action_head.2.bias"],
+    )
+    assert torch.allclose(logits[:, :7], ref, atol=1e-6)
+    assert (logits[:, 7] < logits[:, :7].min(1).values - 20).all()
