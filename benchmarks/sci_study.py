@@ -154,9 +154,19 @@ def _mean_cos(a: Any, b: Any) -> float:
     return float(F.cosine_similarity(a, b, dim=-1).mean())
 
 
+def _word_states(pipe: Any, texts: list[str], word: int) -> Any:
+    """Each text's word ``word`` (whitespace index) as the pipeline's encoder outputs it (its tokens' mean: the
+    word tokenizer has one token per word, MiniLM's WordPiece one or two after [CLS])."""
+    import torch
+
+    from generation.toyworld.leakage import word_rows
+
+    return torch.stack([r[word] for r in word_rows(pipe.tokenizer, _rows(pipe, texts), texts)])
+
+
 def token_cosines(pipe: Any) -> dict[str, Any]:
-    """Cosines between single-subject captions that differ in one word, at that word's token (index 2 = shape,
-    1 = colour of "a <colour> <shape>"), in the encoder's output and after the transformer's text projection."""
+    """Cosines between single-subject captions that differ in one word, at that word (word 2 = shape, 1 = colour of
+    "a <colour> <shape>"), in the encoder's output and after the transformer's text projection."""
     import itertools
 
     import torch
@@ -177,8 +187,8 @@ def token_cosines(pipe: Any) -> dict[str, Any]:
             [(f"a {c} {s}", f"a {d} {s}") for s in SHAPES for c, d in itertools.combinations(COLOURS, 2)],
         ),
     ):
-        a = _rows(pipe, [x for x, _ in pairs])[:, pos]
-        b = _rows(pipe, [y for _, y in pairs])[:, pos]
+        a = _word_states(pipe, [x for x, _ in pairs], pos)
+        b = _word_states(pipe, [y for _, y in pairs], pos)
         with torch.no_grad():
             pa, pb = proj(a), proj(b)
         out[what] = {
@@ -223,14 +233,18 @@ def sci_geometry(pipe: Any, prompts: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def weight_change(model: pathlib.Path, base: pathlib.Path) -> dict[str, float]:
-    """Relative change of each part's weights, ||model - base|| / ||base|| over all tensors (how far training moved)."""
+def weight_change(model: pathlib.Path, base: pathlib.Path) -> dict[str, float | None]:
+    """Relative change of each part's weights, ||model - base|| / ||base|| over all tensors (how far training moved);
+    None for a part of another kind (a MiniLM projection against a UMT5)."""
     from safetensors.torch import load_file
 
-    out = {}
+    out: dict[str, float | None] = {}
     for part in ("text_encoder", "transformer", "vae"):
         a = load_file(next((base / part).glob("*.safetensors")))
         b = load_file(next((model / part).glob("*.safetensors")))
+        if set(a) != set(b):
+            out[part] = None
+            continue
         num = sum(float((b[k].float() - a[k].float()).pow(2).sum()) for k in a)
         den = sum(float(a[k].float().pow(2).sum()) for k in a)
         out[part] = round((num / den) ** 0.5, 4)
@@ -399,7 +413,7 @@ TRAIN_KEYS = (
 )
 
 
-def training_record(model: pathlib.Path) -> dict[str, Any]:
+def training_record(model: pathlib.Path, command: str = TRAIN_COMMAND) -> dict[str, Any]:
     """What the model's ``toyworld.json`` says about how it was made: start, settings, checkpoint figures."""
     import json
 
@@ -414,7 +428,8 @@ def training_record(model: pathlib.Path) -> dict[str, Any]:
             for e in meta.get("evals") or []
         ],
         "dit_loss_last50": meta.get("dit_loss_last50"),
-        "command": TRAIN_COMMAND,
+        "seconds_this_run": meta.get("seconds_this_run"),
+        "command": command,
     }
 
 
@@ -438,7 +453,8 @@ def conclusion(res: dict[str, Any]) -> dict[str, Any]:
     sci = res["paired_vs_off"]["sci"]
     moved = sorted(k for k in keys if _excludes_zero(sci.get(k)))
     vs_placebo = sorted(k for k in keys if _excludes_zero(res["paired"]["sci_minus_placebo"].get(k)))
-    over_lam = sorted(k for k in keys if _excludes_zero(res["paired"]["both_minus_lam"].get(k)))
+    both_lam = res["paired"].get("both_minus_lam") or {}
+    over_lam = sorted(k for k in keys if _excludes_zero(both_lam.get(k)))
     kind = "effect" if moved and vs_placebo else "no effect"
     return {
         "kind": kind,
@@ -461,6 +477,10 @@ def conclusion(res: dict[str, Any]) -> dict[str, Any]:
             )
         ),
     }
+
+
+# the paired differences vs off each dose records (beside the presence one)
+DOSE_PAIRED = ("presence_colour", "err_swap", "err_merge", "err_drop_one", "leak")
 
 
 # the per-video figures a setting's row shows (each its mean over the videos), in table order
@@ -508,6 +528,20 @@ def main(argv: list[str] | None = None) -> int:
         "--dose-strengths", default=None, help="SCI strengths of the dose response (default: --strengths)"
     )
     p.add_argument("--no-base-sci", action="store_true", help="skip SCI on the frozen-encoder model")
+    p.add_argument(
+        "--no-base", action="store_true", help="run nothing on the base model (its figures: gates, encoder)"
+    )
+    p.add_argument("--no-lam", action="store_true", help="skip LAM and LAM + SCI on the test prompts")
+    p.add_argument("--label", default="trained TE", help="the model's name in the table")
+    p.add_argument("--base-label", default="frozen TE", help="the base model's name in the table")
+    p.add_argument(
+        "--text-encoder", default="trained", help="what the model's text encoder is (for the record)"
+    )
+    p.add_argument("--train-command", default=TRAIN_COMMAND, help="how the model was made (for the record)")
+    p.add_argument(
+        "--leakage", action="store_true", help="add the attribute-leakage table (benchmarks/sci_leakage.py)"
+    )
+    p.add_argument("--test-every", type=int, default=1, help="every k-th test prompt only (a cheaper run)")
     p.add_argument(
         "--parts", default="errors,calibrate,test,dose", help="what to run (the cache keeps the rest)"
     )
@@ -560,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     base_dir = pathlib.Path(args.base) if args.base else WEIGHTS_DIR
     test, val = distinct_prompts(test_prompts()), distinct_prompts(val_prompts())
     pool = list(test)  # the placebo's phrases come from the whole test set, also in a quick run
+    test = test[:: max(1, args.test_every)]
     if args.quick:
         n_test, n_val = (2, 1) if args.smoke else (6, 4)
         test, val, seeds, dose_seeds, val_seeds = (
@@ -574,12 +609,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     trained, base = Study(model, cache, run_id), Study(base_dir, cache, run_id)
     res: dict[str, Any] = {
-        "what": "SCI on a toy-world Wan whose text encoder was trained (benchmarks/sci_study.py)",
+        "what": f"SCI on a toy-world Wan, text encoder: {args.text_encoder} (benchmarks/sci_study.py)",
         "command": "python benchmarks/sci_study.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "model": {
             "path": str(model.relative_to(ROOT) if model.is_relative_to(ROOT) else model),
             "fingerprint": trained.fp,
-            "text_encoder": "trained",
+            "text_encoder": args.text_encoder,
         },
         "base_model": {
             "path": str(base_dir.relative_to(ROOT) if base_dir.is_relative_to(ROOT) else base_dir),
@@ -600,14 +635,19 @@ def main(argv: list[str] | None = None) -> int:
             "relative_weight_change_vs_base": weight_change(model, base_dir),
         },
     }
+    if args.leakage:
+        from sci_leakage import leakage_table
+
+        res["leakage"] = leakage_table(model)
     rows = []
+    lab, blab = args.label, args.base_label
     off = trained.run("baseline", test, seeds)
-    off_base = base.run("baseline", test, seeds)
-    res["errors_off"] = {"model": summary(off), "base_model": summary(off_base)}
-    rows += [
-        _row("trained TE, off", res["errors_off"]["model"]),
-        _row("frozen TE, off", res["errors_off"]["base_model"]),
-    ]
+    res["errors_off"] = {"model": summary(off)}
+    rows.append(_row(f"{lab}, off", res["errors_off"]["model"]))
+    if not args.no_base:
+        off_base = base.run("baseline", test, seeds)
+        res["errors_off"]["base_model"] = summary(off_base)
+        rows.append(_row(f"{blab}, off", res["errors_off"]["base_model"]))
     s_off = res["errors_off"]["model"]
     targeted = sum((s_off.get(f"err_{k}") or {}).get("mean") or 0.0 for k in ("swap", "merge", "drop_one"))
     res["error_gate"] = {
@@ -636,28 +676,26 @@ def main(argv: list[str] | None = None) -> int:
             "rule": "highest validation presence (colour+shape of both subjects); ties: smaller",
         }
         if "test" in parts:
-            runs = {
-                "sci": trained.run("sci", test, seeds, sci=chosen),
-                "lam": trained.run("lam", test, seeds),
-                "both": trained.run("both", test, seeds, sci=chosen),
-                "sci_placebo": trained.run(
-                    "sci", test, seeds, sci=chosen, placebo=placebo_phrases(test, pool)
-                ),
-            }
+            runs = {"sci": trained.run("sci", test, seeds, sci=chosen)}
+            if not args.no_lam:
+                runs["lam"] = trained.run("lam", test, seeds)
+                runs["both"] = trained.run("both", test, seeds, sci=chosen)
+            runs["sci_placebo"] = trained.run(
+                "sci", test, seeds, sci=chosen, placebo=placebo_phrases(test, pool)
+            )
             res["methods"] = {k: summary(v) for k, v in runs.items()}
             res["paired_vs_off"] = {k: paired_effects(off, v) for k, v in runs.items()}
-            res["paired"] = {
-                "both_minus_lam": paired_effects(runs["lam"], runs["both"]),
-                "sci_minus_placebo": paired_effects(runs["sci_placebo"], runs["sci"]),
-            }
-            rows += [_row(f"trained TE, {k}", v) for k, v in res["methods"].items()]
-            if not args.no_base_sci:
+            res["paired"] = {"sci_minus_placebo": paired_effects(runs["sci_placebo"], runs["sci"])}
+            if not args.no_lam:
+                res["paired"]["both_minus_lam"] = paired_effects(runs["lam"], runs["both"])
+            rows += [_row(f"{lab}, {k}", v) for k, v in res["methods"].items()]
+            if not args.no_base_sci and not args.no_base:
                 bs = base.run("sci", test, seeds, sci=chosen)
                 res["base_model_sci"] = {
                     "summary": summary(bs),
                     "paired_vs_off": paired_effects(off_base, bs),
                 }
-                rows.append(_row("frozen TE, sci", res["base_model_sci"]["summary"]))
+                rows.append(_row(f"{blab}, sci", res["base_model_sci"]["summary"]))
         if "dose" in parts:
             dose_off = [r for r in off if r["seed"] in dose_seeds]
             so = summary(dose_off)
@@ -667,9 +705,10 @@ def main(argv: list[str] | None = None) -> int:
                 sm, pe = summary(recs), paired_effects(dose_off, recs)
                 dose[f"{s:g}"] = {k: sm[k] for k in ("presence", "err_swap", "err_merge", "err_drop_one")}
                 dose[f"{s:g}"]["paired_presence"] = pe["presence"]
+                dose[f"{s:g}"]["paired"] = {k: pe[k] for k in DOSE_PAIRED}
             res["dose_response"] = {"method": "sci alone", "seeds": dose_seeds, "by_strength": dose}
     cache.flush()
-    res["training"] = training_record(model)
+    res["training"] = training_record(model, args.train_command)
     res["conclusion"] = conclusion(res)
     res["minutes"] = round((time.perf_counter() - t0) / 60, 2)
     print_table(rows, ["setting", *ROW_FIGURES, "excess"])

@@ -48,6 +48,7 @@ from generation.toyworld.model import ModelConfig
 from vidlab.errors import UserError
 
 STAGES = ("vae", "latents", "vaedec", "dit")
+TEXT_ENCODERS = ("umt5", "minilm")
 # "a yellow triangle to the right of a purple triangle" + </s> (tests check it against the grammar)
 LONGEST_CAPTION_TOKENS = 11
 
@@ -117,6 +118,12 @@ class TrainConfig:
     train_text_encoder: bool = False
     # the text encoder's learning rate as a multiple of the transformer's (only with train_text_encoder=true)
     dit_te_lr_scale: float = 1.0
+    # "umt5": the toy UMT5 over the word tokenizer (the shipped model); "minilm": the frozen pretrained
+    # all-MiniLM-L6-v2 (the ``minilm`` extra) through a linear projection into ``model.text_dim``
+    # (``generation.toyworld.minilm``), its own WordPiece tokenizer; with train_text_encoder=true only the
+    # projection trains. From a UMT5 ``init_from`` the projection starts as the least-squares map onto that
+    # folder's UMT5 states over the training captions
+    text_encoder: str = "umt5"
     # a saved toy-world pipeline folder to start from: its VAE is used as it is (stages vae and vaedec are
     # skipped), the training latents are encoded with it, and the transformer, the text encoder and their EMA
     # copies start from its weights (a fine-tune, e.g. with train_text_encoder=true); None: from scratch
@@ -178,6 +185,7 @@ STAGE_KEYS = {
         "dit_captions",
         "train_text_encoder",
         "dit_te_lr_scale",
+        "text_encoder",
         "ema",
         "eval_every",
         "eval_seeds",
@@ -202,6 +210,7 @@ LATER_OPTIONS: dict[str, Any] = {
     "dit_captions": [],
     "dit_te_lr_scale": 1.0,
     "init_from": None,
+    "text_encoder": "umt5",
 }
 
 
@@ -249,10 +258,16 @@ def load_init(cfg: TrainConfig, vocab_size: int) -> dict[str, Any]:
     from generation.toyworld.model import build_text_encoder, build_transformer, build_vae
 
     root = Path(str(cfg.init_from))
+    minilm_init = init_text_encoder_kind(root) == "minilm"
+    te_cls: Any = UMT5EncoderModel
+    if minilm_init:
+        from generation.toyworld.minilm import MiniLMTextEncoder, build_minilm_text_encoder
+
+        te_cls = MiniLMTextEncoder
     loaders = {
         "vae": AutoencoderKLWan,
         "transformer": WanTransformer3DModel,
-        "text_encoder": UMT5EncoderModel,
+        "text_encoder": te_cls,
     }
     loaded = {part: cls.from_pretrained(root / part) for part, cls in loaders.items()}
     mean = [float(v) for v in loaded["vae"].config.latents_mean]
@@ -260,7 +275,9 @@ def load_init(cfg: TrainConfig, vocab_size: int) -> dict[str, Any]:
     built = {
         "vae": build_vae(cfg.model, mean, std),
         "transformer": build_transformer(cfg.model),
-        "text_encoder": build_text_encoder(cfg.model, vocab_size),
+        "text_encoder": build_minilm_text_encoder(cfg.model.text_dim)
+        if minilm_init
+        else build_text_encoder(cfg.model, vocab_size),
     }
     for part, module in built.items():
         try:
@@ -271,6 +288,47 @@ def load_init(cfg: TrainConfig, vocab_size: int) -> dict[str, Any]:
                 f"init_from={root}: its {part} does not fit this config's model.* settings ({first})"
             ) from None
     return {**built, "latents_mean": mean, "latents_std": std}
+
+
+def init_text_encoder_kind(folder: str | Path) -> str:
+    """``"minilm"`` when a pipeline folder's text encoder is the MiniLM projection, else ``"umt5"``."""
+    try:
+        index = json.loads((Path(folder) / "model_index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "umt5"
+    return "minilm" if (index.get("text_encoder") or [None, None])[1] == "MiniLMTextEncoder" else "umt5"
+
+
+def build_text_parts(cfg: TrainConfig, init: dict[str, Any] | None, fit: bool = True) -> tuple[Any, Any, Any]:
+    """The tokenizer and text encoder stage 4 trains with (``cfg.text_encoder``), from ``init`` where given, and a
+    record of how the MiniLM projection started (None otherwise). ``fit=False``: skip the least-squares start (a
+    resumed run loads the projection from its checkpoint)."""
+    from generation.toyworld.model import build_text_encoder
+    from generation.toyworld.tokenizer import build_word_tokenizer
+
+    word_tok = build_word_tokenizer(model_max_length=cfg.model.text_len)
+    if cfg.text_encoder != "minilm":
+        te = init["text_encoder"] if init else build_text_encoder(cfg.model, len(word_tok))
+        return word_tok, te, None
+    from generation.toyworld.minilm import (
+        MiniLMTextEncoder,
+        build_minilm_text_encoder,
+        fit_projection,
+        load_tokenizer,
+    )
+
+    tok = load_tokenizer(cfg.model.text_len)
+    te = build_minilm_text_encoder(cfg.model.text_dim)
+    if init is None:
+        return tok, te, {"projection_start": "random"}
+    if isinstance(init["text_encoder"], MiniLMTextEncoder):
+        te.load_state_dict(init["text_encoder"].state_dict())
+        return tok, te, {"projection_start": "init_from's projection"}
+    if not fit:
+        return tok, te, None
+    caps = sorted({c for pool in training_captions().values() for c in pool} | {""})
+    fit = fit_projection(te, tok, word_tok, init["text_encoder"].eval(), caps)
+    return tok, te, {"projection_start": "least squares onto init_from's UMT5 states", **fit}
 
 
 def _check_identity(st: dict, cfg: TrainConfig, stage: str, path: Path) -> None:
@@ -737,17 +795,18 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], vae_state: dict, root: Pat
     import torch
     from tqdm.auto import tqdm
 
-    from generation.toyworld.model import build_text_encoder, build_transformer, save_pipeline
+    from generation.toyworld.model import build_transformer, save_pipeline
     from generation.toyworld.tokenizer import build_word_tokenizer
 
     path = root / "dit.safetensors"
-    tok = build_word_tokenizer(model_max_length=cfg.model.text_len)
     torch.manual_seed(cfg.seed + 1)
-    te = build_text_encoder(cfg.model, len(tok))
-    tr = build_transformer(cfg.model)
+    init = None
     if cfg.init_from:  # a fine-tune: both parts (and so their EMA copies) start from the saved folder
-        init = load_init(cfg, len(tok))
-        te, tr = init["text_encoder"], init["transformer"]
+        init = load_init(cfg, len(build_word_tokenizer(model_max_length=cfg.model.text_len)))
+    tok, te, start = build_text_parts(cfg, init, fit=not path.is_file())
+    if start and progress:
+        tqdm.write(json.dumps(start))
+    tr = init["transformer"] if init else build_transformer(cfg.model)
     te.train(cfg.train_text_encoder)
     te.requires_grad_(cfg.train_text_encoder)
     tr.train()
@@ -876,6 +935,12 @@ def check_config(cfg: TrainConfig) -> None:
         )
     if cfg.dit_te_lr_scale <= 0:
         raise UserError(f"dit_te_lr_scale={cfg.dit_te_lr_scale} must be > 0")
+    if cfg.text_encoder not in TEXT_ENCODERS:
+        raise UserError(f"text_encoder={cfg.text_encoder!r}: choose one of {list(TEXT_ENCODERS)}")
+    if cfg.text_encoder == "minilm":
+        from generation.toyworld.minilm import minilm_dir
+
+        minilm_dir()  # a missing package or a wrong checksum: one line, before anything is built
     if cfg.init_from is not None:
         root = Path(cfg.init_from)
         missing = [p for p in INIT_PARTS if not any((root / p).glob("*.safetensors"))]
@@ -922,15 +987,34 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
     meta = {
         "what": "toy-world Wan (coloured shapes), trained by vidlab train-gen-toyworld",
         "config": ident,
-        "text_encoder": "UMT5, trained jointly with the transformer from scratch"
-        if cfg.train_text_encoder
-        else "UMT5 at its random initialisation (seed + 1), frozen",
+        "text_encoder": _text_encoder_note(
+            cfg, "from scratch", "at its random initialisation (seed + 1), frozen"
+        ),
         "weights": "exponential moving average of the transformer and text encoder",
         "vae_loss_last20": float(np.mean(vae_losses[-20:])),
         "vae_decoder_loss_last20": float(np.mean(dec_losses[-20:])) if dec_losses else None,
         **_dit_record(cfg, dit_losses, evals, t0),
     }
     return save_pipeline(pipe, out, meta)
+
+
+def _text_encoder_note(cfg: TrainConfig, trained: str, frozen: str) -> str:
+    if cfg.text_encoder == "minilm":
+        from generation.toyworld.minilm import PACKAGE, PACKAGE_VERSION
+
+        how = "trained jointly with the transformer" if cfg.train_text_encoder else "frozen"
+        return f"all-MiniLM-L6-v2 ({PACKAGE}=={PACKAGE_VERSION}), frozen, through a linear projection {how}"
+    if cfg.train_text_encoder:
+        return (
+            "UMT5"
+            + (
+                ", trained jointly with the transformer "
+                if trained == "from scratch"
+                else " trained jointly with the transformer, "
+            )
+            + trained
+        )
+    return f"UMT5 {frozen}"
 
 
 def _dit_record(cfg: TrainConfig, dit_losses: list[float], evals: Any, t0: float) -> dict[str, Any]:
@@ -988,9 +1072,9 @@ def _train_from_init(
         "what": "toy-world Wan (coloured shapes), fine-tuned by vidlab train-gen-toyworld init_from=...",
         "config": ident,
         "init_from": {"path": str(cfg.init_from), "digest": init_digest(str(cfg.init_from))},
-        "text_encoder": "UMT5 trained jointly with the transformer, starting from init_from's weights"
-        if cfg.train_text_encoder
-        else "UMT5 as in init_from, frozen",
+        "text_encoder": _text_encoder_note(
+            cfg, "starting from init_from's weights", "as in init_from, frozen"
+        ),
         "weights": "exponential moving average of the transformer and text encoder",
         **_dit_record(cfg, dit_losses, evals, t0),
     }
