@@ -57,8 +57,8 @@ _CACHE_LINE = 64
 
 
 def target_features(features: str) -> frozenset[str]:
-    """The enabled features of an LLVM feature string (``"+avx2,-avx512f,..."``), or of a comma-free
-    list of names."""
+    """The enabled features of an LLVM feature string (``"+avx2,-avx512f,..."``; plain names separated by
+    commas or spaces count as enabled)."""
     return frozenset(
         f[1:] if f[0] == "+" else f for f in features.replace(" ", ",").split(",") if f and f[0] != "-"
     )
@@ -97,7 +97,7 @@ def _for_range(builder: Any, count: Any, body: Any) -> None:
     """``for i in range(count): body(i)`` in IR (``count``: a signed integer value)."""
     fn = builder.function
     pre = builder.block
-    head, loop, done = fn.append_basic_block("for.head"), fn.append_basic_block("for.body"), None
+    head, loop = fn.append_basic_block("for.head"), fn.append_basic_block("for.body")
     done = fn.append_basic_block("for.end")
     builder.branch(head)
     builder.position_at_end(head)
