@@ -12,11 +12,19 @@ the signal into ``SystemExit``/``KeyboardInterrupt`` so the ``finally`` runs; th
 restored afterwards), so Ray's agents do not outlive the driver holding loopback ports. A worker that raises is retried on any actor; an actor that
 dies (crash, OOM, ``ray.kill``) is replaced and its item retried; after ``max_retries`` the item gets an
 error record and the job goes on.
+
+Start-up: an actor lost while it builds its worker (its process killed, its node gone) is replaced, up to
+:data:`START_ATTEMPTS` times per worker slot, and the job goes on with the actors that did start (one log warning
+per loss); only when no actor at all could be started is it a :class:`WorkerInitError`. A constructor that
+*raises* is a genuine init error and fails the job at once: a ``UserError`` (a wrong model name) as itself (one
+line), anything else as a one-line ``WorkerInitError``. The two are told apart because ``_Host`` catches the
+constructor's exception and raises it from ``ready()``, so it arrives with its type, not as a dead actor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import tempfile
@@ -29,7 +37,10 @@ from typing import Any
 
 from .worker import WorkerInitError, checked_result
 
+log = logging.getLogger(__name__)
+
 LOOPBACK = "127.0.0.1"
+START_ATTEMPTS = 3  # actors started per worker slot before it is given up (each loss during start-up is one)
 RAY_TMP_ENV = "VIDLAB_RAY_TMPDIR"
 # Ray puts unix sockets at <temp>/session_<date>_<usec>_<pid>/sockets/plasma_store (~64 bytes after
 # <temp> with a 7-digit pid); AF_UNIX paths stop at 107 bytes.
@@ -98,12 +109,19 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
 
 
 class _Host:
-    """Actor body: builds the user's worker once, then serves ``process`` calls."""
+    """Actor body: builds the user's worker once, then serves ``process`` calls. A constructor that raises
+    leaves the actor alive and ``ready()`` raises the same exception (so it reaches the driver with its type)."""
 
     def __init__(self, worker_cls: type, kwargs: dict[str, Any]) -> None:
-        self.worker = worker_cls(**kwargs)
+        self.init_error: BaseException | None = None
+        try:
+            self.worker = worker_cls(**kwargs)
+        except Exception as e:  # noqa: BLE001 - handed to the driver by ready()
+            self.init_error = e
 
     def ready(self) -> bool:
+        if self.init_error is not None:
+            raise self.init_error
         return True
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +157,13 @@ def run_ray(
         _dispatch(ray, pending, worker_cls, max_retries, rec, num_workers, spawn, started)
 
 
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` (Ray's errors carry a remote traceback after their first line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {text}"[:limit]
+
+
 def _dispatch(
     ray: Any,
     pending: list[dict[str, Any]],
@@ -148,46 +173,93 @@ def _dispatch(
     num_workers: int,
     spawn: Any,
     started: bool,
+    start_attempts: int = START_ATTEMPTS,
 ) -> None:
     from ray.exceptions import RayTaskError
 
     from vidlab.errors import UserError
 
-    actors: list[Any] = []
-    try:
-        actors.extend(spawn(i) for i in range(num_workers))
+    name = worker_cls.__name__
+    actors: list[Any] = [None] * num_workers
+    starts = [0] * num_workers  # actors started in each slot since its last one was ready
+    booting: dict[Any, int] = {}  # ready() ref -> slot, for actors still building their worker
+    lost: list[str] = []
+    warming = True  # until every first actor is built (or its slot given up): items wait, as before any loss
+
+    def boot(i: int) -> None:
+        actors[i] = spawn(i)
+        starts[i] += 1
+        booting[actors[i].ready.remote()] = i
+
+    def kill(actor: Any) -> None:
         try:
-            ray.get([a.ready.remote() for a in actors])
-        except RayTaskError as e:
-            if isinstance(e.cause, UserError):
-                raise e.cause from None  # the user's mistake (a wrong model name): one line
-            raise WorkerInitError(
-                f"could not construct {worker_cls.__name__} in a Ray actor: {e.cause or e}"
-            ) from e
-        except ray.exceptions.RayActorError as e:
-            raise WorkerInitError(f"could not construct {worker_cls.__name__} in a Ray actor: {e}") from e
-        rec.workers_ready()
+            ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already dead
+            pass
+
+    try:
+        for i in range(num_workers):
+            boot(i)
         queue: deque[tuple[dict[str, Any], int]] = deque((item, 0) for item in pending)
-        idle = deque(range(num_workers))
+        idle: deque[int] = deque()
         inflight: dict[Any, tuple[int, dict[str, Any], int]] = {}
         while queue or inflight:
-            while queue and idle:
+            if warming and not booting:
+                warming = False
+                rec.workers_ready()
+            while queue and idle and not warming:
                 i = idle.popleft()
                 item, attempts = queue.popleft()
                 inflight[actors[i].process.remote(item)] = (i, item, attempts + 1)
-            ready, _ = ray.wait(list(inflight), num_returns=1)
+            if not inflight and not booting:
+                raise WorkerInitError(
+                    f"could not start any {name} Ray actor: {len(lost)} lost while starting "
+                    f"({start_attempts} per worker; last: {lost[-1] if lost else '?'})"
+                )
+            ready, _ = ray.wait([*inflight, *booting], num_returns=1)
             ref = ready[0]
+            if ref in booting:
+                i = booting.pop(ref)
+                try:
+                    ray.get(ref)
+                except RayTaskError as e:  # the constructor raised: a genuine init error, on any actor
+                    cause = e.cause if isinstance(e.cause, BaseException) else e
+                    if isinstance(cause, UserError):
+                        raise cause from None  # the user's mistake (a wrong model name): one line
+                    raise WorkerInitError(
+                        f"could not construct {name} in a Ray actor: {_one_line(cause)}"
+                    ) from None
+                except ray.exceptions.RayError as e:  # the actor (or its node) was lost while starting
+                    kill(actors[i])
+                    lost.append(_one_line(e))
+                    if starts[i] < start_attempts:
+                        log.warning(
+                            "a %s Ray actor was lost while starting (%s); starting another (%d of %d)",
+                            name, lost[-1], starts[i] + 1, start_attempts,
+                        )  # fmt: skip
+                        boot(i)
+                    else:
+                        actors[i] = None
+                        log.warning(
+                            "a %s Ray actor was lost while starting (%s), %d times in one slot: "
+                            "the job goes on with one worker fewer",
+                            name, lost[-1], start_attempts,
+                        )  # fmt: skip
+                else:
+                    starts[i] = 0
+                    idle.append(i)
+                continue
             i, item, attempts = inflight.pop(ref)
             try:
                 result = ray.get(ref)
             except RayTaskError as e:  # the worker raised: the actor is fine
                 exc: BaseException = e.cause if isinstance(e.cause, BaseException) else e
                 idle.append(i)
-            except ray.exceptions.RayError as e:  # the actor died: replace it
+            except ray.exceptions.RayError as e:  # the actor died: replace it (idle again once it is built)
                 exc = e
-                ray.kill(actors[i], no_restart=True)
-                actors[i] = spawn(i)
-                idle.append(i)
+                kill(actors[i])
+                starts[i] = 0
+                boot(i)
             else:
                 rec.ok(item, result, attempts)
                 idle.append(i)
@@ -198,9 +270,7 @@ def _dispatch(
                 queue.appendleft((item, attempts))
     finally:
         for a in actors:
-            try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001 - already dead
-                pass
+            if a is not None:
+                kill(a)
         if started:
             ray.shutdown()

@@ -60,3 +60,46 @@ class CrashWorker(EchoWorker):
         if item.get("crash"):
             os._exit(3)
         return super().process(item)
+
+
+class SlowStartWorker(EchoWorker):
+    """A worker whose first builds hang: a build that creates one of ``hang_files`` (the first it can create,
+    writing its PID there) sleeps in ``__init__`` so that a test can kill -9 the process while the Ray actor is
+    being built; once every file exists, builds start at once. With ``crash`` every build kills its own process
+    (an actor that can never start). ``inner`` (``"module:Class"``) with ``inner_kwargs`` makes it build and serve that worker instead of the
+    echo (e.g. the real ``vidlab.clip.indexing:IndexWorker``). With ``fail`` the constructor raises a
+    ``UserError`` instead: a genuine init error, like a wrong model name."""
+
+    def __init__(
+        self,
+        init_dir: str | None = None,
+        hang_files: list[str] | None = None,
+        fail: bool = False,
+        crash: bool = False,
+        inner: str | None = None,
+        inner_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if fail:
+            from vidlab.errors import UserError
+
+            raise UserError("unknown model 'no-such-model' (a constructor that fails on purpose)")
+        if crash:
+            os._exit(3)
+        for hang_file in hang_files or []:
+            try:
+                fd = os.open(hang_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                continue
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            time.sleep(120)  # killed before this returns
+        super().__init__(init_dir)
+        self.inner: Any = None
+        if inner:
+            from importlib import import_module
+
+            module, _, cls = inner.partition(":")
+            self.inner = getattr(import_module(module), cls)(**(inner_kwargs or {}))
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        return self.inner.process(item) if self.inner is not None else super().process(item)
