@@ -7,7 +7,8 @@ earlier videos (those whose cache file is still there) and gains or updates this
 sampling gets its own entry. The newest entry is mirrored at the top level (``model``, ``model_tag``,
 ``sampling``, ``videos``) so readers of the first format keep working.
 
-``Corpus.open`` memory-maps each cache (integrity-checked; a corrupt one is skipped with a warning),
+``Corpus.open`` memory-maps each cache (integrity-checked; a corrupt or missing one is skipped: listed in
+``Corpus.skipped``, and logged once unless ``warn=False``, for a caller that reports them itself),
 stacks the embeddings and hands them to a pluggable scorer (exact matmul by default, ``faiss`` for
 millions of frames). By default it searches every video indexed with the newest entry's model tag
 (a video indexed with several samplings is taken from the newest entry); ``sampling=`` picks one entry.
@@ -19,6 +20,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +42,18 @@ FORMAT = "vidlab-corpus-v2"
 
 class ManifestError(UserError, ValueError):
     """A corpus manifest that is missing, unreadable, or has no entry for the requested settings."""
+
+
+@dataclass(frozen=True)
+class SkippedVideo:
+    """A video of the manifest that ``Corpus.open`` left out: its cache file is missing or fails its check."""
+
+    video: str
+    cache_file: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"skipping {self.video}: {self.reason} (rerun `vidlab index` to rebuild it)"
 
 
 def _now() -> str:
@@ -160,9 +174,11 @@ class Corpus:
         indexes: list[FrameIndex],
         model: Any,
         scorer: str,
+        skipped: list[SkippedVideo] | None = None,
         **kw: Any,
     ):
         self.dir = index_dir
+        self.skipped = list(skipped or [])
         self.manifest = manifest
         self.indexes = indexes
         self.model = model
@@ -187,9 +203,11 @@ class Corpus:
         scorer: str = "exact",
         verify: bool = True,
         sampling: str | None = None,
+        warn: bool = True,
         **scorer_kw: Any,
     ) -> Corpus:
-        """Load a manifest's caches (``verify`` re-hashes each; skip it for huge trusted corpora)."""
+        """Load a manifest's caches (``verify`` re-hashes each; skip it for huge trusted corpora). A cache that is
+        missing or fails its check is left out and listed in ``skipped`` (one log warning each when ``warn``)."""
         index_dir, manifest = read_manifest(index)
         newest, _ = select_videos(manifest, sampling=sampling)
         if model is None:
@@ -203,13 +221,17 @@ class Corpus:
             )
         _, videos = select_videos(manifest, model_tag=model.tag, sampling=sampling)
         indexes = []
+        skipped: list[SkippedVideo] = []
         for v in videos:
             try:
                 path = index_dir / v["cache_file"]
                 indexes.append(FrameIndex.open(path, model=model, video_path=v.get("video"), verify=verify))
             except (CacheCorruptError, FileNotFoundError) as e:
-                log.warning("skipping %s: %s (rerun `vidlab index` to rebuild it)", v.get("video"), e)
-        return cls(index_dir, manifest, indexes, model, scorer, **scorer_kw)
+                why = f"cache file {str(path)!r} is missing" if isinstance(e, FileNotFoundError) else str(e)
+                skipped.append(SkippedVideo(str(v.get("video")), str(v.get("cache_file")), why))
+                if warn:
+                    log.warning("%s", skipped[-1])
+        return cls(index_dir, manifest, indexes, model, scorer, skipped=skipped, **scorer_kw)
 
     def __len__(self) -> int:
         return int(self.embeddings.shape[0])
