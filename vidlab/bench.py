@@ -43,6 +43,7 @@ SMOKE: dict[str, list[str]] = {
         "--step-grid 0.3 --sci-grid 2 --steps 2 --no-progress"
     ).split(),
     "gpu_overhead": ["--smoke"],
+    "longvideo": ["--quick"],  # both lengths scaled down (10 s, 60 s), one 720p GOP-250 cell each, tiny model
     "planner_compbench": ["--smoke"],
     "pytest_cpu": ["--smoke"],
     "rl_clip_tool": ["--smoke"],
