@@ -14,6 +14,12 @@ the config to :class:`QAWorker`, :class:`~vidlab.distributed.RunConfig` (where t
 Scoring: multiple choice is correct when the extracted option letter equals the answer; a reply with no
 valid option letter is wrong and its reason is kept. Open-ended answers are scored by a judge in [0, 1].
 An undecodable or missing video becomes a ``video_error`` record (score 0) and the job goes on.
+
+Each video's CLIP frame index is built once, by the first question that needs it, into ``cache_dir``, and then
+shared by every later question, strategy, policy with the same CLIP and rerun (two Ray workers wanting the same
+index wait for one another on its file lock). A record's ``clip_index`` says which it was: ``"built"`` (this
+question built it), ``"cached"`` (it was there) or None (no CLIP); a summary's ``index_builds`` counts the builds.
+``clip_index`` and ``seconds`` are the only fields of a record that depend on the run rather than the question.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ __all__ = [
     "EvalConfig",
     "QASettings",
     "QAWorker",
+    "RUN_FIELDS",
     "StrategyError",
     "agent_tools",
     "check_strategy",
@@ -80,6 +87,9 @@ RUNTIME_KEYS = (
 )
 # Policy options that are credentials or transport settings (never stored in job.json).
 SECRET_OR_TRANSPORT = ("api_key", "timeout", "max_retries", "backoff", "budget", "max_reply_bytes")
+# The fields of a per-question record that depend on the run (timing, whether the index was there), not on the
+# question: two runs agree when their records agree without them (local vs Ray, resumed vs uninterrupted).
+RUN_FIELDS = ("clip_index", "seconds")
 
 
 def _answer_settings(cfg: EvalConfig, drop: Sequence[str] = RUNTIME_KEYS) -> dict[str, Any]:
@@ -191,6 +201,9 @@ class QAWorker:
         self.judge_spec = settings.judge
         self._clip: Any = None
         self._judge: Any = None
+        self._index_built: list[
+            bool
+        ] = []  # per FrameIndex.build of the current question: built (True) or found
 
     def clip_model(self) -> Any:
         if self._clip is None:
@@ -214,6 +227,7 @@ class QAWorker:
         index = FrameIndex.build(
             video_path, model, self.clip_sampling, cache_dir=self.cache_dir, progress=False
         )
+        self._index_built.append(bool(index.meta.get("built")))
         return ClipAgent(
             index,
             model,
@@ -261,6 +275,7 @@ class QAWorker:
 
         item = QAItem.from_dict(job_item.get("item", job_item))
         t0 = time.perf_counter()
+        self._index_built = []
         base: dict[str, Any] = {
             "id": item.id,
             "strategy": strategy_label(self.strategy),
@@ -279,6 +294,7 @@ class QAWorker:
             base["duration_group"] = duration_bucket(float(base["duration"]))
         traj = self.trajectory(reader, item.question, item.options, video_path=item.video_path)
         rec = {**base, **self.score(item, traj)}
+        rec["clip_index"] = ("built" if any(self._index_built) else "cached") if self._index_built else None
         rec["seconds"] = round(time.perf_counter() - t0, 3)
         return rec
 
@@ -417,8 +433,10 @@ def evaluate_items(
         overwrite=overwrite,
         check_result=_record_check(),
     )
-    summary = summarize(load_results(out, ids=[d["id"] for d in todo]), label=label)
+    records = load_results(out, ids=[d["id"] for d in todo])
+    summary = summarize(records, label=label)
     summary["clip_model"] = settings.clip_model
+    summary["index_builds"] = sum(r.get("clip_index") == "built" for r in records)
     if settings.strategy == AGENT:  # what the agent could call: clip_sample only with a CLIP model
         summary["tools"] = agent_tools(settings.clip_model)
     summary["job"] = _job_dict(job)

@@ -46,6 +46,8 @@ SMOKE: dict[str, list[str]] = {
     "longvideo": ["--quick"],  # both lengths scaled down (10 s, 60 s), one 720p GOP-250 cell each, tiny model
     "planner_compbench": ["--smoke"],
     "pytest_cpu": ["--smoke"],
+    # one 15-20 minute video, 11 questions: the local, Ray (2 actors) and kill -9 + resume runs, every check
+    "qa_corpus": ["--smoke", "--workdir", TMP],
     "rl_clip_tool": ["--smoke"],
     "sci_study": ["--smoke"],
     "toyworld_rl": ["--smoke", "--out", TMP],  # a fresh run folder: the benchmark resumes from its folder
@@ -54,6 +56,7 @@ SMOKE: dict[str, list[str]] = {
 # What `--quick` adds for a benchmark that would otherwise reuse an earlier run's results or builds
 QUICK_EXTRA: dict[str, list[str]] = {
     "ann": ["--work", TMP],  # built indexes and ground truth are cached in the work folder
+    "qa_corpus": ["--workdir", TMP],  # the rendered corpus and the runs live in the work folder
     "toyworld_rl": ["--out", TMP],  # trained policies and result.json are resumed from the run folder
 }
 

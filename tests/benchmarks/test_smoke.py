@@ -14,7 +14,7 @@ import pytest
 
 from vidlab.bench import SMOKE, available, command, last_json_line, run_benchmark
 
-RAY = {"clip_index", "compbench_throughput", "rl_clip_tool"}  # start a local Ray instance
+RAY = {"clip_index", "compbench_throughput", "qa_corpus", "rl_clip_tool"}  # start a local Ray instance
 SERVES = {"demo_latency"}  # serve the demo on a port picked free first
 
 
