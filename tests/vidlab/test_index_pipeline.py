@@ -282,3 +282,65 @@ def test_ctrl_c_stops_vidlab_index_and_all_its_workers(tmp_path):
     assert threads >= 4  # the decode workers and the assembler were running when it was stopped
     assert not [k for k in kids if psutil.pid_exists(k)]
     assert not list((tmp_path / "idx").glob("*.safetensors"))
+
+
+def test_kill_9_during_vidlab_index_then_a_rerun_is_bit_identical_to_a_clean_run(videos, tmp_path):
+    """SIGKILL while the pipeline runs leaves no half cache; the rerun gives the clean run's bytes."""
+    video = videos["gop250_odd"]
+    marker = tmp_path / "started"
+    env = {**os.environ, "VIDLAB_PIPELINE_STARTED_FILE": str(marker), "OMP_NUM_THREADS": "1"}
+
+    def cmd(cache):
+        return [sys.executable, "-m", "vidlab.cli", "index", str(video), "--cache-dir", str(cache),
+                "--sampling", "every=1", "--device", "cpu", "--batch-size", "4", "--quiet"]  # fmt: skip
+
+    proc = subprocess.Popen(cmd(tmp_path / "killed"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.kill()
+        proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert marker.exists()
+    for cache in ("killed", "clean"):  # the rerun into the killed folder, and a clean run
+        run = subprocess.run(cmd(tmp_path / cache), capture_output=True, text=True, timeout=HANG_GUARD_S)
+        assert run.returncode == 0, run.stderr[-2000:]
+    killed = FrameIndex.open(next((tmp_path / "killed").glob("*.safetensors")))
+    clean = FrameIndex.open(next((tmp_path / "clean").glob("*.safetensors")))
+    assert killed.key == clean.key
+    a, b = _arrays(killed), _arrays(clean)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_ray_index_runs_the_pipeline_in_its_actors_bit_identical_to_local(videos, tmp_path, ray_local):
+    """`vidlab index --backend ray` on a local 127.0.0.1 Ray: each actor decodes with its own workers ahead of its
+    encoder; the caches are the local run's bytes."""
+    from vidlab.clip.indexing import IndexConfig, index_videos
+    from vidlab.distributed import RunConfig
+
+    vids = [videos["gop30_odd"], videos["gop250_odd"], videos["gop12_open"]]
+
+    def run(backend, cache, workers):
+        cfg = IndexConfig(
+            cache_dir=str(tmp_path / cache), model="vidlab-tiny", sampling="every=3", device="cpu",
+            batch_size=8, torch_threads=1, decode_workers=2, queue_depth=2,
+            run=RunConfig(backend=backend, workers=workers, retries=0),
+        )  # fmt: skip
+        return index_videos(vids, cfg, progress=False)
+
+    ray_report = run("ray", "ray", 2)
+    local_report = run("local", "local", 1)
+    assert (
+        (ray_report.indexed, ray_report.failures) == (3, 0) == (local_report.indexed, local_report.failures)
+    )
+    for f in sorted((tmp_path / "local").glob("*.safetensors")):
+        a = _arrays(FrameIndex.open(f))
+        b = _arrays(FrameIndex.open(tmp_path / "ray" / f.name))
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"{f.name} {k}")
