@@ -344,3 +344,27 @@ def test_ray_index_runs_the_pipeline_in_its_actors_bit_identical_to_local(videos
         b = _arrays(FrameIndex.open(tmp_path / "ray" / f.name))
         for k in a:
             np.testing.assert_array_equal(a[k], b[k], err_msg=f"{f.name} {k}")
+
+
+class _Prefetching:
+    """A job worker that records which items it was told to prepare, and when."""
+
+    log: list[tuple[str, str]] = []
+
+    def prefetch(self, item):
+        self.log.append(("prefetch", item["id"]))
+
+    def process(self, item):
+        self.log.append(("process", item["id"]))
+        return {"ok": True}
+
+
+def test_the_local_executor_hands_each_worker_the_next_item_to_prepare(tmp_path):
+    """How the next video's probe overlaps this video's encoding: prefetch(next) before process(this)."""
+    from vidlab.distributed import run_job
+
+    _Prefetching.log = []
+    run_job([{"id": f"v{i}"} for i in range(3)], _Prefetching, tmp_path / "job", progress=False)
+    assert _Prefetching.log == [
+        ("prefetch", "v1"), ("process", "v0"), ("prefetch", "v2"), ("process", "v1"), ("process", "v2"),
+    ]  # fmt: skip

@@ -76,9 +76,32 @@ class IndexWorker:
         self.cache_dir = cache_dir
         self.pipeline = PipelineConfig(decode_workers=decode_workers, queue_depth=queue_depth)
 
+    def prefetch(self, item: dict[str, Any]) -> None:
+        """Probe the next video (its packet index, cached on disk, and the file's first bytes) on a thread while
+        this one is encoded, so a video's set-up overlaps the previous video's encoding (the local backend calls
+        it; errors are left for ``process`` to report)."""
+        import threading
+
+        def warm(path: str) -> None:
+            try:
+                from vidlab.video import open_video
+
+                open_video(path).close()
+            except Exception:  # noqa: BLE001 - process() opens it again and records what is wrong
+                pass
+
+        thread = threading.Thread(
+            target=warm, args=(str(item["path"]),), name="vidlab-index-prefetch", daemon=True
+        )
+        thread.start()
+        self._prefetched = (str(item["path"]), thread)
+
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         from .frame_index import FrameIndex
 
+        ahead = getattr(self, "_prefetched", None)
+        if ahead is not None and ahead[0] == str(item["path"]):
+            ahead[1].join()  # one probe of the file at a time
         t0 = time.perf_counter()
         idx = FrameIndex.build(
             item["path"],
