@@ -274,16 +274,27 @@ def search_main(argv: list[str] | None = None) -> int:
             scorer=args.scorer,
             verify=not args.no_verify,
             sampling=args.sampling,
+            warn=False,  # each skipped video is one line below, printed here only
             **kw,
         )
     except ImportError as e:  # faiss not installed
         raise IndexInputError(f"--scorer {args.scorer} needs faiss: pip install 'vidlab[ann]' ({e})") from e
+    for skip in corpus.skipped:
+        print(f"vidlab search: {skip}", file=sys.stderr)
+    if corpus.skipped and not corpus.indexes:
+        raise IndexInputError(
+            f"nothing to search: all {len(corpus.skipped)} indexed videos were skipped (their caches are missing or "
+            f"fail their check); rerun `vidlab index` on them with --cache-dir {corpus.dir}"
+        )
     rows = corpus.search(args.query, k=args.k, nms_window=args.nms)
     if args.json:
         for r in rows:
             print(json.dumps(r))
-        return 0
-    print(f"{len(rows)} results for {args.query!r} over {len(corpus)} frames of {len(corpus.indexes)} videos")
-    for rank, r in enumerate(rows, 1):
-        print(f"{rank:>3}  {r['score']:+.4f}  {r['time']:>9.2f}s  frame {r['frame']:>7}  {r['video']}")
-    return 0
+    else:
+        print(
+            f"{len(rows)} results for {args.query!r} over {len(corpus)} frames of {len(corpus.indexes)} videos"
+            + (f" ({len(corpus.skipped)} skipped)" if corpus.skipped else "")
+        )
+        for rank, r in enumerate(rows, 1):
+            print(f"{rank:>3}  {r['score']:+.4f}  {r['time']:>9.2f}s  frame {r['frame']:>7}  {r['video']}")
+    return 2 if corpus.skipped else 0  # a skipped video is a failure, as a failed one is for `vidlab index`
