@@ -51,6 +51,22 @@ class _StderrLines(logging.Handler):
             self.handleError(record)
 
 
+class _OtherLibraries(logging.StreamHandler):
+    """Root's handler while a command runs, where root has none: other libraries' warnings on stderr, as
+    logging's last resort would print them, and never our packages' records (``_StderrLines`` prints those).
+    With it in place a library's ``logging.basicConfig()`` (open_clip's tokenizer calls the module-level
+    ``logging.info``, which runs it) adds no second handler, so no line is printed twice."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setLevel(logging.WARNING)
+        self.addFilter(lambda record: not record.name.startswith(tuple(f"{n}." for n in LOGGERS) + LOGGERS))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.setStream(sys.stderr)  # the current stderr (a test's capture, a redirected one)
+        super().emit(record)
+
+
 @contextlib.contextmanager
 def command_reporting(prog: str) -> Iterator[None]:
     """While a command runs: warnings and the packages' log warnings are one stderr line each."""
@@ -65,15 +81,21 @@ def command_reporting(prog: str) -> Iterator[None]:
         for lg in map(logging.getLogger, LOGGERS)
         if not any(isinstance(h, _StderrLines) for h in lg.handlers)
     ]
+    root = logging.getLogger()
+    fallback = _OtherLibraries() if not root.handlers else None
     with warnings.catch_warnings():
         warnings.showwarning = show  # type: ignore[assignment]
         for lg in loggers:
             lg.addHandler(handler)
+        if fallback is not None:
+            root.addHandler(fallback)
         try:
             yield
         finally:
             for lg in loggers:
                 lg.removeHandler(handler)
+            if fallback is not None:
+                root.removeHandler(fallback)
 
 
 def run_command(prog: str, func: Callable[[list[str]], int | None], argv: Sequence[str]) -> int:
