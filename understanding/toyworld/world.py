@@ -22,8 +22,9 @@ to look, turn by turn. With ``s = n / 128`` the spacing of ``clip_sample(0, n)``
 - ``flash``: the needle triangle shows its colour for only ``flash * s`` frames (< s: a coarse ``clip_sample``
   lands on it with probability ~``flash``), in the middle of a grey triangle ``context * s`` frames long (the
   region a coarse call does find; grey is never an option). Question: "What colour did the triangle flash?"
-- ``count_interval`` / ``count_event``: the counted circles spread over an interval that one
-  ``uniform_sample`` of 8 frames cannot cover (its stride is wider than a circle).
+- ``count_interval`` / ``count_event`` (and their ``_max``: a range drawn per video): the counted circles spread
+  over an interval that one ``uniform_sample`` of 8 frames cannot cover (its stride is wider than a circle); the
+  shortest circles fall between the frames of the interval's two halves too, and only its four quarters show them.
 - ``foil_shape``: the upright plus (also ``flash * s`` frames) sits between two foils, "tilted pluses" (a cross:
   the plus turned 45 degrees, captioned "a tilted plus" and "a plus" in the toy CLIP's training text), in one
   other colour that is one of the options; together ``context * s`` frames. Question: "What colour was the
