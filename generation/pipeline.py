@@ -42,6 +42,26 @@ if TYPE_CHECKING:  # pragma: no cover
 TINY_MODELS = {"tiny": "wan2.1", "tiny-wan2.2": "wan2.2"}
 # Trained pipelines that ship inside the package, by name (so presets work from an installed wheel too).
 SHIPPED_MODELS = {"toyworld": Path(__file__).resolve().parent / "toyworld" / "weights"}
+# vidlab's own pipeline components a model folder may name (diffusers loads such a class only once its module is
+# imported, and never imports a module because a folder names it): only these are imported, and only when named
+OWN_COMPONENT_MODULES = ("generation.toyworld.minilm",)
+
+
+def import_own_components(folder: str | Path) -> None:
+    """Import the modules of ``OWN_COMPONENT_MODULES`` that ``folder``'s ``model_index.json`` names (e.g. the toy
+    world's MiniLM text encoder), so ``WanPipeline.from_pretrained(folder)`` can build those components."""
+    import importlib
+    import json
+
+    try:
+        index = json.loads((Path(folder) / "model_index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    named = {v[0] for v in index.values() if isinstance(v, list) and v and isinstance(v[0], str)}
+    for module in OWN_COMPONENT_MODULES:
+        if module in named:
+            importlib.import_module(module)
+
 
 DTYPES = ("float32", "bfloat16", "float16")
 OFFLOAD = ("none", "model", "sequential")
@@ -382,6 +402,8 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
                 markers=("model_index.json",),
                 use="--model DIR (model=DIR)",
             )
+        if local.exists():
+            import_own_components(local)
         try:
             vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", dtype=_dtype(cfg.vae_dtype))
             pipe = WanPipeline.from_pretrained(src, vae=vae, dtype=dtype)

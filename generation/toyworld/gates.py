@@ -281,6 +281,9 @@ def record_gates(
     guidance = own.guidance if guidance is None else guidance
     meta_path = folder / "toyworld.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    from generation.pipeline import import_own_components
+
+    import_own_components(folder)  # a MiniLM text encoder's module
     pipe = WanPipeline.from_pretrained(folder)
     pipe.set_progress_bar_config(disable=True)
     vae = vae_roundtrip(pipe.vae)

@@ -237,6 +237,13 @@ class MiniLMTextEncoder(PreTrainedModel):
         self.proj = nn.Linear(config.hidden_size, config.out_dim)
         self.post_init()
 
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        """Load a saved projection; without the package, one line naming the pip install (before anything loads)."""
+        if not available():
+            raise MiniLMMissingError(missing_message())
+        return super().from_pretrained(*args, **kwargs)
+
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=self.config.initializer_range)

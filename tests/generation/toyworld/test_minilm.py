@@ -91,6 +91,45 @@ def test_a_projection_made_for_other_minilm_weights_is_refused():
         minilm.MiniLMTextEncoder(minilm.MiniLMProjectionConfig(out_dim=8, weights_sha256="0" * 64))
 
 
+def _projection_folder(path: Path) -> Path:
+    """A tiny pipeline folder whose text encoder is a MiniLM projection (built without loading MiniLM)."""
+    from generation.toyworld.model import assemble_pipeline, build_transformer, build_vae, save_pipeline
+    from generation.toyworld.tokenizer import build_word_tokenizer
+
+    model = _cfg(path.parent / "unused").model
+    tok = build_word_tokenizer(model_max_length=model.text_len)
+    te = minilm.MiniLMTextEncoder(minilm.MiniLMProjectionConfig(out_dim=model.text_dim))
+    vae = build_vae(model, [0.1] * model.z_dim, [0.9] * model.z_dim)
+    return save_pipeline(
+        assemble_pipeline(tok, te, vae, build_transformer(model), model), path, {"what": "test"}
+    )
+
+
+def test_a_minilm_folder_without_the_package_is_one_line_at_load(monkeypatch, tmp_path):
+    from generation.pipeline import GenerateConfig, load_pipeline
+
+    folder = _projection_folder(tmp_path / "m")
+    _hide_package(monkeypatch)
+    with pytest.raises(minilm.MiniLMMissingError) as err:
+        load_pipeline(GenerateConfig(model=str(folder), device="cpu"))
+    assert "\n" not in str(err.value) and "pip install" in str(err.value)
+
+
+@needs_minilm
+def test_the_loader_imports_the_encoders_module_itself(monkeypatch, tmp_path):
+    """diffusers builds a component of a non-library module only once that module is imported; vidlab's loader
+    (``vidlab generate``, the gates) imports it when the folder names it."""
+    import sys
+
+    from generation.pipeline import GenerateConfig, load_pipeline
+
+    folder = _projection_folder(tmp_path / "m")
+    monkeypatch.delitem(sys.modules, "generation.toyworld.minilm")
+    pipe = load_pipeline(GenerateConfig(model=str(folder), device="cpu"))
+    assert type(pipe.text_encoder).__name__ == "MiniLMTextEncoder"
+    assert sorted(pipe.text_encoder.state_dict()) == ["proj.bias", "proj.weight"]
+
+
 # ---- the real package -----------------------------------------------------------------------------------
 @needs_minilm
 def test_extracts_once_into_the_cache_and_checks_the_pinned_weights(tmp_path):
