@@ -327,3 +327,41 @@ def test_word_rows_average_each_words_pieces():
     rows = word_rows(tok, hidden, [text])[0]
     assert rows.shape == (10, 3)
     assert rows[:, 0].tolist() == [float(i) for i in range(10)]  # word i is token i (</s> last, skipped)
+
+
+# ---- the shipped folder -------------------------------------------------------------------------------------
+MINILM_DIR = Path(__file__).resolve().parents[3] / "generation" / "toyworld" / "weights_minilm"
+
+
+@pytest.mark.skipif(not MINILM_DIR.is_dir(), reason="generation/toyworld/weights_minilm not built")
+def test_the_shipped_minilm_folder_holds_the_projection_and_the_transformer_only_and_passed_its_gates():
+    from safetensors.torch import load_file
+
+    from generation.toyworld.model import WEIGHTS_DIR
+    from generation.toyworld.train import init_digest
+
+    files = [p for p in MINILM_DIR.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 12 * 2**20  # no MiniLM weights (91 MB) in it
+    assert not [p for p in files if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt")]
+    assert sorted(load_file(MINILM_DIR / "text_encoder" / "model.safetensors")) == [
+        "proj.bias",
+        "proj.weight",
+    ]
+    meta = json.loads((MINILM_DIR / "toyworld.json").read_text())
+    assert meta["config"]["text_encoder"] == "minilm"
+    assert meta["init_from"]["digest"] == init_digest(WEIGHTS_DIR), "not made from the shipped weights"
+    conf = json.loads((MINILM_DIR / "text_encoder" / "config.json").read_text())
+    assert conf["weights_sha256"] == minilm.WEIGHTS_SHA256
+    gates = meta["gates"]
+    assert gates["vae_roundtrip"]["passed"] and gates["vae_roundtrip"]["min"] >= 0.9
+    assert gates["single_presence"]["passed"] and gates["single_presence"]["presence"] >= 0.8
+
+
+@pytest.mark.skipif(not MINILM_DIR.is_dir(), reason="generation/toyworld/weights_minilm not built")
+@needs_minilm
+def test_the_shipped_minilm_folder_loads_as_vidlab_generate_loads_it():
+    from generation.pipeline import GenerateConfig, load_pipeline
+
+    pipe = load_pipeline(GenerateConfig(model=str(MINILM_DIR), device="cpu"))
+    assert type(pipe.text_encoder).__name__ == "MiniLMTextEncoder"
+    assert pipe.tokenizer.model_max_length == 16
