@@ -59,6 +59,11 @@ class GRPOConfig:
     # has no such term, and then nothing stops a policy from calling five times where one call answers)
     extra_call_cost: float = 0.1
     free_calls: int = 1  # calls before the guard charges (the where preset: 2, a coarse call and a zoom)
+    # count questions apart (None: as above): their own guard, and their share of each step's questions (0: drawn
+    # like the others; brief circles are a few percent of all questions, too weak a signal for the quarters)
+    count_free_calls: int | None = None
+    count_call_cost: float | None = None
+    count_share: float = 0.0
     checkpoint_every: int = 4
 
 
@@ -578,6 +583,30 @@ def stage_classify(world: World, sft_policy: Any, clip: Any, out: Path, cfg: Toy
     return labelled
 
 
+def _guard_of(g: GRPOConfig, row: dict) -> tuple[float, int]:
+    """The creep guard's (cost per call, free calls) for this question (count questions may have their own)."""
+    if row.get("category") == "count":
+        cost = g.extra_call_cost if g.count_call_cost is None else g.count_call_cost
+        free = g.free_calls if g.count_free_calls is None else g.count_free_calls
+        return float(cost), int(free)
+    return float(g.extra_call_cost), int(g.free_calls)
+
+
+def _grpo_batch(rows: list[dict], g: GRPOConfig, rng: np.random.Generator) -> list[dict]:
+    """One step's questions: ``questions_per_step`` drawn without replacement; with ``count_share`` > 0, that
+    share of them (rounded) drawn from the count questions and the rest from the others."""
+    k = min(g.questions_per_step, len(rows))
+    if g.count_share <= 0:
+        return [rows[i] for i in rng.choice(len(rows), k, replace=False)]
+    counts = [r for r in rows if r.get("category") == "count"]
+    others = [r for r in rows if r.get("category") != "count"]
+    n_count = min(len(counts), int(round(g.count_share * k)))
+    n_other = min(len(others), k - n_count)
+    pick = [counts[i] for i in rng.choice(len(counts), n_count, replace=False)] if n_count else []
+    pick += [others[i] for i in rng.choice(len(others), n_other, replace=False)] if n_other else []
+    return pick
+
+
 def stage_grpo(
     world: World,
     sft_dir: Path,
@@ -644,7 +673,7 @@ def stage_grpo(
     for step in bar:
         t0 = time.perf_counter()
         rng = np.random.default_rng([cfg.seed, step, 17])
-        batch = [rows[i] for i in rng.choice(len(rows), min(g.questions_per_step, len(rows)), replace=False)]
+        batch = _grpo_batch(rows, g, rng)
         gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
         rollouts, advs = [], []
         ties = 0
@@ -661,10 +690,9 @@ def stage_grpo(
                 )
                 for _ in range(g.group_size)
             ]
+            cost, free = _guard_of(g, row)
             for r in group:  # the creep guard: calls after the first cost reward
-                r.reward["score"] = guard_calls(
-                    r.reward["score"], r.trajectory.num_tool_calls, g.extra_call_cost, g.free_calls
-                )
+                r.reward["score"] = guard_calls(r.reward["score"], r.trajectory.num_tool_calls, cost, free)
             rewards = [r.reward["score"] for r in group]
             ties += int(all_tied(rewards))
             rollouts.extend(group)

@@ -221,6 +221,28 @@ def test_the_where_presets_guard_lets_a_coarse_call_and_a_zoom_go_free():
     assert guard_calls(1.55, 2, 0.1) == pytest.approx(1.45)  # the default guard: only the first call is free
 
 
+def test_count_questions_can_have_their_own_guard_and_share_of_each_grpo_step():
+    from understanding.toyworld.train import GRPOConfig, _grpo_batch, _guard_of
+
+    rows = [{"id": i, "category": "count" if i % 10 == 0 else "needle"} for i in range(100)]
+    plain = GRPOConfig(questions_per_step=8, extra_call_cost=0.1, free_calls=2)
+    assert _guard_of(plain, rows[0]) == _guard_of(plain, rows[1]) == (0.1, 2)
+    own = GRPOConfig(
+        questions_per_step=8, free_calls=2, count_call_cost=0.05, count_free_calls=3, count_share=0.5
+    )
+    assert _guard_of(own, rows[0]) == (0.05, 3) and _guard_of(own, rows[1]) == (0.1, 2)
+    # the default draw is unchanged (the same questions as before the share existed)
+    rng, ref = np.random.default_rng([0, 1, 17]), np.random.default_rng([0, 1, 17])
+    assert _grpo_batch(rows, plain, rng) == [rows[i] for i in ref.choice(100, 8, replace=False)]
+    for step in range(20):
+        batch = _grpo_batch(rows, own, np.random.default_rng([0, step, 17]))
+        assert len(batch) == 8 and len({r["id"] for r in batch}) == 8
+        assert sum(r["category"] == "count" for r in batch) == 4
+    few = [r for r in rows if r["category"] == "needle"][:6] + rows[:20:10]  # 2 count questions only
+    batch = _grpo_batch(few, own, np.random.default_rng(0))
+    assert len(batch) == 8 and sum(r["category"] == "count" for r in batch) == 2
+
+
 @pytest.mark.slow
 def test_the_shipped_where_policy_looks_coarse_then_zooms_and_answers(tmp_path):
     from understanding.agents import UniformAgent
