@@ -170,7 +170,7 @@ def decode_only(reader, frames: np.ndarray, size, bs: int, workers: int) -> floa
     from vidlab.clip.pipeline import plan
     from vidlab.video.segments import independent_reader
 
-    segments = plan(frames, reader.index.keyframe_of(frames), bs)
+    segments = plan(frames, reader.index.keyframe_of(frames), bs, workers)
     todo = iter(segments)
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -222,7 +222,7 @@ def decode_processes(path: Path, frames: np.ndarray, size, bs: int, workers: int
 
     from vidlab.clip.pipeline import plan
 
-    segments = plan(frames, reader.index.keyframe_of(frames), bs)
+    segments = plan(frames, reader.index.keyframe_of(frames), bs, workers)
     with ProcessPoolExecutor(workers) as pool:
         list(pool.map(int, [0] * workers))  # start the processes before timing
         t0 = time.perf_counter()
@@ -540,6 +540,7 @@ def parse(argv=None):
     ap.add_argument("--torch-threads", type=int, default=None)
     ap.add_argument("--lengths", nargs="+", default=["10min", "60min"], choices=list(LENGTHS))
     ap.add_argument("--sizes", nargs="+", default=["480p", "720p"], choices=list(SIZES))
+    ap.add_argument("--gops", nargs="+", type=int, default=list(GOPS), choices=list(GOPS))
     ap.add_argument("--rounds", type=int, default=None, help="paired decode rounds (2)")
     ap.add_argument("--decode-window", type=int, default=None, help="sampled frames per decode-rate run")
     ap.add_argument("--questions", type=int, default=10, help="timed clip_sample calls")
@@ -556,9 +557,7 @@ def parse(argv=None):
         args.batch_size = min(args.batch_size, 16)
     if args.quick:  # the smoke size: one resolution and one GOP, both lengths (every figure, seconds each)
         args.sizes, args.processes = [args.sizes[-1]], False
-        args.gops = (GOPS[-1],)
-    else:
-        args.gops = GOPS
+        args.gops = [args.gops[-1]]
     args.rounds = args.rounds or 2
     args.decode_window = args.decode_window or (40 if args.quick else 160)
     args.enc_rounds = 2 if args.quick else 3
@@ -645,7 +644,7 @@ def main(argv=None) -> int:
         figures["process_vs_thread_decode"] = round(float(np.median(proc)), 3)
     if args.ask:
         model = load_model(args.model, device=args.device, batch_size=args.batch_size)
-        qcell = next(c for c in reversed(cells) if c["res"] == args.sizes[-1] and c["gop"] == GOPS[-1])
+        qcell = next(c for c in reversed(cells) if c["res"] == args.sizes[-1] and c["gop"] == args.gops[-1])
         figures.update(question_costs(qcell, model, args))
     figures["load_end"] = loadavg()
     if not args.device.startswith("cuda") and not args.quick:

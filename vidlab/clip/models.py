@@ -276,7 +276,10 @@ class ClipModel:
 
     # ----- embedding ------------------------------------------------------------------------
     def _param_dtype(self):
-        return next(self.model.visual.parameters()).dtype
+        # the dtype the image's first layer takes: open_clip's fp16 keeps some parameters (the class embedding,
+        # listed first) in fp32 and casts only the layers' weights, so the first parameter is the wrong guide
+        conv = getattr(getattr(self.model.visual, "conv1", None), "weight", None)
+        return conv.dtype if conv is not None else next(self.model.visual.parameters()).dtype
 
     def preprocess(self, frames: np.ndarray) -> Any:
         """uint8 [B, H, W, 3] -> normalised float tensor [B, 3, S, S] on the model's device (torch ops, no PIL)."""

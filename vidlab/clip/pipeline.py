@@ -11,11 +11,13 @@ Shape of the pipeline for one video (``embed_pipelined``)::
 * **Bit-identical to the serial path**: the encoder sees exactly the batches ``frames[k*bs:(k+1)*bs]`` that
   :func:`vidlab.clip.frame_index.embed_frames` gives it serially, with the same pixels (readers are
   frame-exact whatever the access pattern), so the cache holds the same bytes under the same key.
-* **Disjoint work**: segments are whole keyframe intervals (:func:`vidlab.video.segments.gop_segments`), so no
-  two workers decode the same stretch of the file; each frame asked for is decoded once.
+* **Disjoint work**: segments are whole keyframe intervals (:func:`vidlab.video.segments.gop_segments`), about
+  ``batch_size / decode_workers`` frames each, so no two workers decode the same stretch of the file, every
+  worker has a share of each batch, and each frame asked for is decoded once.
 * **Bounded memory, whatever the video's length**: a worker may not run more than ``window`` pieces ahead of
-  the assembler; at most ``queue_depth`` batches wait for the encoder; batch buffers are a fixed pool of
-  ``queue_depth + 2``. Peak memory is about ``(queue_depth + 2 + window) * batch_size`` decoded frames.
+  the assembler (``window = 2 * decode_workers`` pieces of about ``batch_size / decode_workers`` frames: two
+  batches); at most ``queue_depth`` batches wait for the encoder; batch buffers are a fixed pool of
+  ``queue_depth + 2``. Peak memory is about ``(queue_depth + 4) * batch_size`` decoded frames.
 * **Failures**: the first exception of any worker (a decode error in one segment) stops every thread and is
   raised in the caller; KeyboardInterrupt in the caller stops and joins every thread before it propagates.
 
@@ -107,14 +109,20 @@ class _Shared:
             self.cond.notify_all()
 
 
-def plan(frames: np.ndarray, keys: np.ndarray, batch_size: int) -> list[list[tuple[int, int, int]]]:
+def plan(
+    frames: np.ndarray, keys: np.ndarray, batch_size: int, workers: int = 1
+) -> list[list[tuple[int, int, int]]]:
     """Segments of ``frames`` (sorted, with their keyframes ``keys``) as lists of pieces ``(seq, a, b)``: a piece
-    is a segment's part inside one batch ``[k*bs, (k+1)*bs)``; ``seq`` numbers pieces in file order."""
+    is a segment's part inside one batch ``[k*bs, (k+1)*bs)``; ``seq`` numbers pieces in file order.
+
+    A segment holds about ``batch_size / workers`` frames (whole keyframe intervals), so that every worker has
+    a part of each batch to decode: batch-sized segments would leave all but a few of many workers idle (a GPU
+    batch of 256 frames over 600 sampled frames is 3 segments)."""
     from vidlab.video.segments import gop_segments
 
     out: list[list[tuple[int, int, int]]] = []
     seq = 0
-    for a, b in gop_segments(frames, keys, batch_size):
+    for a, b in gop_segments(frames, keys, max(1, -(-batch_size // max(1, workers)))):
         pieces = []
         s = a
         while s < b:
@@ -151,7 +159,7 @@ def embed_pipelined(
     if np.any(np.diff(frames) <= 0):
         raise ValueError("the pipeline embeds sorted, distinct frame indices")
     bs = int(batch_size)
-    segments = plan(frames, reader.index.keyframe_of(frames), bs)
+    segments = plan(frames, reader.index.keyframe_of(frames), bs, config.decode_workers)
     n_pieces = sum(len(s) for s in segments)
     n_batches = (n + bs - 1) // bs
     workers = max(1, min(config.decode_workers, len(segments)))
