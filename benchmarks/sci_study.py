@@ -24,6 +24,11 @@ train_text_encoder=true ...``) and, beside it, the shipped frozen-encoder weight
     python benchmarks/sci_study.py --quick                      # 6 test and 4 validation prompts, one seed
     python benchmarks/sci_study.py --smoke                      # 2 test and 1 validation prompt, strength 2
     python benchmarks/sci_study.py --cache /tmp/sci.json --out generation/toyworld/figures/sci_study.json
+    # the model on the frozen MiniLM (docs/results/sci-minilm.md), with the leakage table of the three encoders
+    python benchmarks/sci_study.py --model generation/toyworld/weights_minilm \\
+        --base generation/toyworld/weights_trained_te --label MiniLM --base-label "trained UMT5" --no-base-sci \\
+        --no-lam --leakage --test-every 2 --seeds 10 --dose-seeds 10 --val-seeds 1000 --strengths 1,4,16 \\
+        --cache /tmp/sci-minilm.json --out generation/toyworld/figures/sci_minilm.json
 
 Every video is judged on the rendered frames. ``--cache`` keeps finished videos (resumable); the last line of stdout
 is one JSON object (also written to ``--out``).

@@ -56,14 +56,21 @@ def missing_message() -> str:
     return f"the MiniLM text encoder needs the package {PACKAGE}=={PACKAGE_VERSION}: {PIP_HINT}"
 
 
+def _spec() -> Any:
+    try:
+        return importlib.util.find_spec(MODULE)
+    except (ImportError, ValueError):  # a broken or blocked install counts as none
+        return None
+
+
 def available() -> bool:
     """True when the package is installed (nothing is loaded)."""
-    return importlib.util.find_spec(MODULE) is not None
+    return _spec() is not None
 
 
 def package_zip() -> Path:
     """The installed package's ``model.zip``; ``MiniLMMissingError`` (one line naming the pip install) without it."""
-    spec = importlib.util.find_spec(MODULE)
+    spec = _spec()
     if spec is None or not spec.origin:
         raise MiniLMMissingError(missing_message())
     path = Path(spec.origin).parent / "model.zip"
