@@ -12,6 +12,7 @@ other subject's shape word moves when one subject's colour word is changed (``sw
   its transformer reads).
 
     python benchmarks/sci_leakage.py                                    # the three encoders
+    python benchmarks/sci_leakage.py --smoke                            # 8 prompts (--quick: 48)
     python benchmarks/sci_leakage.py --minilm-model generation/toyworld/weights_minilm --out leak.json
 
 The last line of stdout is one JSON object (also written to ``--out``).
@@ -28,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from _common import emit_json, print_table  # noqa: E402
+from _common import add_smoke_arg, emit_json, print_table  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOY = ROOT / "generation" / "toyworld"
@@ -77,9 +78,13 @@ def leakage_table(minilm_model: pathlib.Path | None = None, limit: int | None = 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--minilm-model", default=None, help="a toy-world folder with the MiniLM projection")
-    p.add_argument("--limit", type=int, default=None, help="only the first N prompts (a smoke run)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    p.add_argument("--quick", action="store_true", help="the first 48 prompts")
+    add_smoke_arg(p)
     p.add_argument("--out", default=None, help="write the JSON here too")
     args = p.parse_args(argv)
+    if args.smoke or args.quick:
+        args.limit = 8 if args.smoke else 48
     mm = pathlib.Path(args.minilm_model).resolve() if args.minilm_model else None
     if mm is not None and not (mm / "model_index.json").is_file():
         print(f"sci_leakage: no toy-world pipeline at {mm}", file=sys.stderr)

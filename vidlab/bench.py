@@ -49,6 +49,7 @@ SMOKE: dict[str, list[str]] = {
     # one 15-20 minute video, 11 questions: the local, Ray (2 actors) and kill -9 + resume runs, every check
     "qa_corpus": ["--smoke", "--workdir", TMP],
     "rl_clip_tool": ["--smoke"],
+    "sci_leakage": ["--smoke"],
     "sci_study": ["--smoke"],
     "toyworld_rl": ["--smoke", "--out", TMP],  # a fresh run folder: the benchmark resumes from its folder
     "understanding_clip_agent": ["--smoke"],
