@@ -28,9 +28,9 @@ def run(variant: str, backend: str, steps: int) -> dict:
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from generation.comp_attn import apply_comp_attn
-    from generation.config import CompAttnConfig
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.comp_attn import apply_comp_attn
+    from vidlab.generation.config import CompAttnConfig
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     kw = dict(height=32, width=32, num_frames=9, num_inference_steps=steps, output_type="latent")
     pipe = build_tiny_pipeline(variant)

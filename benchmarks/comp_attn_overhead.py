@@ -10,7 +10,7 @@ whole-step ratio on a shared CPU mostly measures load noise in the identical sel
 End to end with the default schedule = step_fraction x (LAM-active overhead) + rest x (inactive overhead).
 
 Part 2, effect (tiny offline pipeline), measured on attention LAM did NOT write
-(``generation.attention_measure.layout_faithfulness``): the share of each subject's cross-attention inside
+(``vidlab.generation.attention_measure.layout_faithfulness``): the share of each subject's cross-attention inside
 its layout box (a) on the steps after LAM's window and (b) in a block LAM does not modulate (lam.blocks=[0],
 block 1 read inside the window), for three runs on the same seed: LAM off, LAM following the prompt's
 layout, and LAM following a placebo layout (every box mirrored through the centre, contradicting the
@@ -57,8 +57,8 @@ def _extra(ap) -> None:
 
 def _targets(height: int, width: int, frames: int):
     """Two subjects (2 and 1 tokens) with left/right boxes, rasterised on the real token grid."""
-    from generation.lam import build_targets
-    from generation.layout import Layout, SubjectLayout
+    from vidlab.generation.lam import build_targets
+    from vidlab.generation.layout import Layout, SubjectLayout
 
     lay = Layout(
         "a red cat on the left of a blue dog",
@@ -75,10 +75,10 @@ def cost(args) -> dict:
     """Part 1: per-step time with and without Comp-Attn on the same transformer and inputs."""
     from diffusers import WanTransformer3DModel
 
-    from generation.comp_attn import apply_comp_attn
-    from generation.config import CompAttnConfig
-    from generation.controller import CallState
-    from generation.sci import compute_sci
+    from vidlab.generation.comp_attn import apply_comp_attn
+    from vidlab.generation.config import CompAttnConfig
+    from vidlab.generation.controller import CallState
+    from vidlab.generation.sci import compute_sci
 
     dev = torch.device(args.device)
     dtype = getattr(torch, args.dtype or ("bfloat16" if dev.type == "cuda" else "float32"))
@@ -240,12 +240,12 @@ def cost(args) -> dict:
 
 def effect(quick: bool, smoke: bool = False) -> dict:
     """Part 2: non-circular in-box attention with LAM off / real layout / placebo layout; SCI cosine."""
-    from generation.attention_measure import layout_faithfulness, placebo_layout
-    from generation.comp_attn import apply_comp_attn
-    from generation.config import CompAttnConfig
-    from generation.planners import plan_layout
-    from generation.sci import compute_sci, encode_anchors, mean_pairwise_cosine, pooled
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.attention_measure import layout_faithfulness, placebo_layout
+    from vidlab.generation.comp_attn import apply_comp_attn
+    from vidlab.generation.config import CompAttnConfig
+    from vidlab.generation.planners import plan_layout
+    from vidlab.generation.sci import compute_sci, encode_anchors, mean_pairwise_cosine, pooled
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     prompts = [
         "a red cat on the left of a blue dog",

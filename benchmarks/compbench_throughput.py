@@ -54,7 +54,7 @@ def busy_headroom(n: int) -> dict[str, float]:
 
 def write_suite(root: pathlib.Path) -> pathlib.Path:
     """A synthetic suite in the official layout (the benchmark must not depend on ../shared)."""
-    from generation.compbench.suite import CATEGORIES
+    from vidlab.generation.compbench.suite import CATEGORIES
 
     (root / "prompts").mkdir(parents=True, exist_ok=True)
     colours = ["red", "blue", "green", "yellow", "black"]
@@ -75,7 +75,7 @@ class OneThreadWorker:
         import torch
 
         torch.set_num_threads(1)
-        from generation.compbench.worker import CompbenchWorker
+        from vidlab.generation.compbench.worker import CompbenchWorker
 
         self.w = CompbenchWorker(**kw)
 
@@ -103,9 +103,9 @@ def main(argv=None) -> int:
     busy = 30 if args.smoke else 150 if args.quick else 400
     import ray
 
-    from generation.compbench.config import CompbenchConfig
-    from generation.compbench.jobs import generate_run
     from vidlab.config import resolve
+    from vidlab.generation.compbench.config import CompbenchConfig
+    from vidlab.generation.compbench.jobs import generate_run
 
     head = busy_headroom(busy)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="cb-bench-"))

@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from gradio_client import Client
 
-    from demos.app import build_demo, launch
-    from demos.config import DemoConfig, DemoGenerationConfig, DemoQAConfig
+    from vidlab.demos.app import build_demo, launch
+    from vidlab.demos.config import DemoConfig, DemoGenerationConfig, DemoQAConfig
 
     steps = 1 if args.smoke else 2 if args.quick else 4
     overrides = ["height=32", "width=32", "frames=9"] if args.smoke else []

@@ -21,7 +21,7 @@ from benchmarks._common import bench_args, emit_json, print_table, time_side_by_
 
 
 def _tokenizer_figures(repeats: int, budget: float) -> dict[str, float]:
-    from generation.tiny_tokenizer import _train, build_tiny_tokenizer
+    from vidlab.generation.tiny_tokenizer import _train, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
 

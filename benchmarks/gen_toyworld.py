@@ -22,7 +22,7 @@ Test seeds: ``--seed-base N`` uses seeds N, N+1, ... (fresh seeds after a change
 every single caption at nine box positions on validation seeds, baseline and the LAM settings of
 ``--study-settings``; it writes OUT (JSON) and prints a table.
 
-Every video is judged by the learning-free detector (generation.toyworld.detect) on the rendered frames, never on
+Every video is judged by the learning-free detector (vidlab.generation.toyworld.detect) on the rendered frames, never on
 the attention LAM biased: presence, relation, swapped (the opposite relation: what the placebo asks for), count,
 IoU with the layout the method was given (``iou``) and with the true one (``iou_real``), where the single subject
 lands (``toward``: its centre's offset from the middle towards the real box, in frame widths), seconds.
@@ -101,7 +101,7 @@ def position_2d(rec: dict) -> dict[str, float | None]:
     box is centred on); ``quadrant``: both (None unless the box is off-centre on both axes); ``in_box``: the
     centre inside the box; ``toward2d``: the offset from the frame's centre projected on the direction of the box
     centre (frame units; None for the centre box); ``dist``: distance to the box centre."""
-    from generation.toyworld.evaluate import SIDE_BOXES
+    from vidlab.generation.toyworld.evaluate import SIDE_BOXES
 
     box = SIDE_BOXES[rec["side"]]
     bx, by = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
@@ -128,7 +128,7 @@ def position_2d(rec: dict) -> dict[str, float | None]:
 
 def relation_axis(prompt: str) -> str | None:
     """``horizontal`` (left of / right of), ``vertical`` (above / below) or None (not a relation prompt)."""
-    from generation.toyworld.world import parse_caption
+    from vidlab.generation.toyworld.world import parse_caption
 
     rel = parse_caption(prompt).relation
     if rel in ("left of", "right of"):
@@ -140,7 +140,7 @@ def relation_axis(prompt: str) -> str | None:
 
 # ---- summaries -----------------------------------------------------------------------------------------
 def _ci(values, nd: int = 4) -> dict[str, Any]:
-    from generation.toyworld.metrics import bootstrap_ci
+    from vidlab.generation.toyworld.metrics import bootstrap_ci
 
     m, lo, hi = bootstrap_ci(list(values))
     if np.isnan(m):
@@ -163,7 +163,7 @@ def _derive(records: list[dict]) -> list[dict]:
 
 def summarise(records: list[dict], keys=KEYS) -> dict[str, Any]:
     """Mean + bootstrap CI over items of every key, mean seconds and the number of videos."""
-    from generation.toyworld.evaluate import per_item
+    from vidlab.generation.toyworld.evaluate import per_item
 
     recs = _derive(records)
     out: dict[str, Any] = {}
@@ -177,8 +177,8 @@ def summarise(records: list[dict], keys=KEYS) -> dict[str, Any]:
 
 def paired(base: list[dict], other: list[dict], key: str) -> dict[str, Any]:
     """Bootstrap CI of the per-item difference other - base (items both have a value for)."""
-    from generation.toyworld.evaluate import per_item
-    from generation.toyworld.metrics import paired_ci
+    from vidlab.generation.toyworld.evaluate import per_item
+    from vidlab.generation.toyworld.metrics import paired_ci
 
     m, lo, hi, n = paired_ci(per_item(_derive(base), key), per_item(_derive(other), key))
     if n == 0:
@@ -189,7 +189,7 @@ def paired(base: list[dict], other: list[dict], key: str) -> dict[str, Any]:
 def time_ratio(base: list[dict], other: list[dict], run_id: str) -> dict[str, Any]:
     """Per-item ratio of mean seconds (other / base), bootstrap CI over items: only videos generated in THIS run
     (``run`` == ``run_id``; a cache's older videos were timed under another load), ``n`` the items paired."""
-    from generation.toyworld.evaluate import per_item
+    from vidlab.generation.toyworld.evaluate import per_item
 
     a = per_item([r for r in base if r.get("run") == run_id], "seconds")
     b = per_item([r for r in other if r.get("run") == run_id], "seconds")
@@ -282,7 +282,7 @@ def relation_by_axis(multi: dict[str, list[dict]]) -> dict[str, Any]:
 def position_2d_summary(grid: dict[str, list[dict]]) -> dict[str, Any]:
     """The 2-D items' figures: per method on the quadrant items and on the centre items, paired vs the baseline
     (presence over all 2-D items; the quadrant share on quadrant items) and LAM / +both vs the placebo."""
-    from generation.toyworld.evaluate import BOXES_2D
+    from vidlab.generation.toyworld.evaluate import BOXES_2D
 
     quad = {m: [r for r in recs if r["side"] in QUADRANTS] for m, recs in grid.items()}
     cent = {m: [r for r in recs if r["side"] == "centre"] for m, recs in grid.items()}
@@ -343,7 +343,7 @@ def _study_settings(ap: argparse.ArgumentParser, text: str | None) -> dict[str, 
         ap.error(
             '--study-settings: JSON {"baseline": ["baseline", {}], name: [method, {override: value}], ...}'
         )
-    from generation.toyworld.evaluate import comp_config
+    from vidlab.generation.toyworld.evaluate import comp_config
 
     for name, (method, ov) in val.items():
         try:
@@ -370,7 +370,7 @@ def against_seed(base: list[dict], recs: list[dict]) -> dict[str, Any]:
     """Per axis (x, y) of every off-centre box: the share of videos with the subject on the box's side, split by
     where the baseline video of the same caption and seed put it (already on the box's side, or on the other), and
     how many misses against the seed are unmoved (the subject within 0.02 of the frame of the baseline's spot)."""
-    from generation.toyworld.evaluate import SIDE_BOXES
+    from vidlab.generation.toyworld.evaluate import SIDE_BOXES
 
     ref = {(r["prompt"], r["seed"]): r for r in base}
     out: dict[str, Any] = {}
@@ -401,8 +401,8 @@ def against_seed(base: list[dict], recs: list[dict]) -> dict[str, Any]:
 
 def box_tokens(pipe: Any, sampling: Any) -> dict[str, Any]:
     """How each study box is rasterised on the model's token grid: tokens per latent frame, and the grid."""
-    from generation.layout import TokenGrid
-    from generation.toyworld.evaluate import side_layout
+    from vidlab.generation.layout import TokenGrid
+    from vidlab.generation.toyworld.evaluate import side_layout
 
     grid = TokenGrid.of(pipe)
     out: dict[str, Any] = {}
@@ -427,7 +427,7 @@ def study_2d(runner: Any, captions: list[str], seeds: list[int], settings: dict[
     the quadrants' corner thirds) x ``seeds`` for each setting. Per setting: the figures of each position group
     (quadrant, centre, horizontal = left/right, vertical = top/bottom: the same box shape transposed, corner = the
     corner thirds), per position, where subjects land, and presence paired vs the baseline."""
-    from generation.toyworld.evaluate import EvalItem
+    from vidlab.generation.toyworld.evaluate import EvalItem
 
     items = [EvalItem.of(p, pos) for p in captions for pos in STUDY_POSITIONS]
     names = list(settings)
@@ -509,15 +509,15 @@ def study_2d(runner: Any, captions: list[str], seeds: list[int], settings: dict[
 
 # ---- gates ---------------------------------------------------------------------------------------------
 def gates(pipe: Any, sampling: Any, quick: bool) -> dict[str, Any]:
-    """The gates, reported before any Comp-Attn figure (``generation.toyworld.gates``, the one implementation):
+    """The gates, reported before any Comp-Attn figure (``vidlab.generation.toyworld.gates``, the one implementation):
     the VAE round trip (worst frame position) and the base model's single-subject presence on unseen seeds."""
-    from generation.toyworld import gates as g
+    from vidlab.generation.toyworld import gates as g
 
     size = sampling.height
     v = g.vae_roundtrip(pipe.vae, n_per_caption=1 if quick else 2, size=size, frames=sampling.frames)
     caps = None
     if quick:
-        from generation.toyworld.world import all_captions
+        from vidlab.generation.toyworld.world import all_captions
 
         caps = all_captions("single")[::6]
     sp = g.single_presence(
@@ -642,14 +642,14 @@ _W: dict[str, Any] = {}
 def _worker_init(model: str | None, sampling: dict, fp: str, run_id: str) -> None:
     import torch
 
-    from generation.toyworld.evaluate import SamplingConfig, load_toyworld_pipeline
+    from vidlab.generation.toyworld.evaluate import SamplingConfig, load_toyworld_pipeline
 
     torch.set_num_threads(1)
     _W.update(pipe=load_toyworld_pipeline(model), sampling=SamplingConfig(**sampling), fp=fp, run=run_id)
 
 
 def _worker_run(method: str, items: list, seeds: list[int], ov: dict) -> list[dict]:
-    from generation.toyworld.evaluate import run_method
+    from vidlab.generation.toyworld.evaluate import run_method
 
     return run_method(
         _W["pipe"],
@@ -686,7 +686,7 @@ class Runner:
             )
 
     def many(self, jobs: list[tuple[str, list, list[int], dict, str]]) -> list[list[dict]]:
-        from generation.toyworld.evaluate import run_method, split_cached, store
+        from vidlab.generation.toyworld.evaluate import run_method, split_cached, store
 
         if self.pool is None:
             return [
@@ -766,7 +766,7 @@ def _val_row(value: float, multi: list[dict], single: list[dict]) -> dict[str, A
 def _has_mask_source() -> bool:
     import dataclasses
 
-    from generation.config import LAMConfig
+    from vidlab.generation.config import LAMConfig
 
     return "mask_source" in {f.name for f in dataclasses.fields(LAMConfig)}
 
@@ -868,7 +868,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(
                 f'--fix: a JSON object of lam.* overrides such as {{"lam.alpha_max": 2}}, got {args.fix!r}'
             )
-        from generation.toyworld.evaluate import comp_config
+        from vidlab.generation.toyworld.evaluate import comp_config
 
         try:
             comp_config("lam", overrides=fix)
@@ -895,8 +895,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from generation.config import LAMConfig, SCIConfig
-    from generation.toyworld.evaluate import (
+    from vidlab.generation.config import LAMConfig, SCIConfig
+    from vidlab.generation.toyworld.evaluate import (
         EvalItem,
         RecordCache,
         SamplingConfig,
@@ -905,7 +905,7 @@ def main(argv: list[str] | None = None) -> int:
         multi_items,
         single_items,
     )
-    from generation.toyworld.splits import single_prompts, test_prompts, val_prompts
+    from vidlab.generation.toyworld.splits import single_prompts, test_prompts, val_prompts
 
     torch.set_num_threads(1)
     q = args.quick

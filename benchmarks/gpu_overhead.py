@@ -139,10 +139,10 @@ def make_inputs(cfg: dict[str, Any], height: int, width: int, frames: int, text_
     import numpy as np
     import torch
 
-    from generation.config import CompAttnConfig
-    from generation.lam import build_targets
-    from generation.layout import Layout, SubjectLayout, TokenGrid
-    from generation.sci import compute_sci
+    from vidlab.generation.config import CompAttnConfig
+    from vidlab.generation.lam import build_targets
+    from vidlab.generation.layout import Layout, SubjectLayout, TokenGrid
+    from vidlab.generation.sci import compute_sci
 
     g = torch.Generator().manual_seed(0)
     t_lat, h_lat, w_lat = (frames - 1) // 4 + 1, height // 8, width // 8
@@ -179,7 +179,7 @@ class StepRunner:
     def __init__(self, tr: Any, inputs: SimpleNamespace, num_steps: int = 50):
         import torch
 
-        from generation.config import CompAttnConfig
+        from vidlab.generation.config import CompAttnConfig
 
         self.tr, self.x = tr, inputs
         self.timesteps = torch.linspace(999, 20, num_steps)
@@ -191,7 +191,7 @@ class StepRunner:
         self.lam_entries = 0
 
     def _install(self, on: bool) -> None:
-        from generation.comp_attn import apply_comp_attn
+        from vidlab.generation.comp_attn import apply_comp_attn
 
         if on and self.comp is None:
             self.comp = apply_comp_attn(self.pipe, self.cfg)
@@ -203,7 +203,7 @@ class StepRunner:
         """Run step ``step`` of the schedule (0: inside LAM's window) and wait for the device."""
         import torch
 
-        from generation.controller import CallState
+        from vidlab.generation.controller import CallState
 
         self._install(comp_on)
         x = self.x

@@ -414,9 +414,9 @@ def question_costs(cell: dict, model, args) -> dict:
 
 
 def _question_costs(cell: dict, model, args) -> dict:
-    from understanding.agents import ClipAgent
     from vidlab.clip import FrameIndex
     from vidlab.clip.pipeline import PipelineConfig
+    from vidlab.understanding.agents import ClipAgent
     from vidlab.video import open_video
 
     cache = Path(args.workdir) / "index_cache" / cell["path"].stem  # the index the timed run just built
@@ -475,12 +475,12 @@ def _question_costs(cell: dict, model, args) -> dict:
 
 def episode_costs(cell: dict, args, pipe) -> dict:
     """A whole toy:where episode on the long video (its own toy CLIP, indexed once first)."""
-    from understanding import protocol as P
-    from understanding.agents import ClipAgent, UniformAgent
-    from understanding.env import EpisodeConfig, run_episode
-    from understanding.evaluate import policy_clip_model
-    from understanding.policies import load_policy
     from vidlab.clip import FrameIndex, load_model
+    from vidlab.understanding import protocol as P
+    from vidlab.understanding.agents import ClipAgent, UniformAgent
+    from vidlab.understanding.env import EpisodeConfig, run_episode
+    from vidlab.understanding.evaluate import policy_clip_model
+    from vidlab.understanding.policies import load_policy
     from vidlab.video import open_video
 
     policy = load_policy("toy:where")

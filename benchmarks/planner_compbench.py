@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, when run as a script
-from generation.layout import SPATIAL_RELATIONS, Layout  # noqa: E402
-from generation.planners.lexicon import QUANTIFIERS, singular  # noqa: E402
+from vidlab.generation.layout import SPATIAL_RELATIONS, Layout  # noqa: E402
+from vidlab.generation.planners.lexicon import QUANTIFIERS, singular  # noqa: E402
 
 PROMPT_FILES = (
     "1_consistent_attr.txt",
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(args: argparse.Namespace, data: Path) -> int:
     """Measure the planner on ``data``, print the figures and the final JSON line."""
-    from generation.planners import plan_layout
+    from vidlab.generation.planners import plan_layout
 
     figures = measure(lambda p: plan_layout(p, planner=args.planner), data)
     for key in (

@@ -1,6 +1,6 @@
 """A benchmark's worth of questions: ``vidlab eval-qa`` on an LVBench-shaped corpus of the toy world.
 
-The corpus (:mod:`understanding.toyworld.corpus`, rendered once under ``--workdir`` and reused): 50 videos of
+The corpus (:mod:`vidlab.understanding.toyworld.corpus`, rendered once under ``--workdir`` and reused): 50 videos of
 20-60 minutes at 1 fps from the where-to-look world, 11 multiple-choice questions each (six kinds). Then
 ``vidlab eval-qa`` runs, each in a subprocess, with the shipped toy policies: ``toy:shipped`` answering as the agent
 and as the uniform-16 / uniform-56 baselines, ``toy:where`` as the agent. Three runs, each from an empty output
@@ -78,7 +78,7 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def corpus_config(size: str) -> Any:
-    from understanding.toyworld.corpus import CorpusConfig, quick_config
+    from vidlab.understanding.toyworld.corpus import CorpusConfig, quick_config
 
     if size == "smoke":
         return quick_config(videos=1)
@@ -197,7 +197,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def content(folder: Path) -> dict[str, str]:
     """{id: the record's result without the run-dependent fields, as canonical JSON} of one strategy folder."""
-    from understanding.evaluate import RUN_FIELDS, load_results
+    from vidlab.understanding.evaluate import RUN_FIELDS, load_results
 
     return {
         r["id"]: json.dumps({k: v for k, v in r.items() if k not in RUN_FIELDS}, sort_keys=True)
@@ -314,7 +314,7 @@ def summaries(run_dir: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    from understanding.toyworld.corpus import build_corpus
+    from vidlab.understanding.toyworld.corpus import build_corpus
 
     if args.size == "smoke":  # one invocation (one Ray start per run): every part, fewer processes
         POLICIES[:] = [("toy:shipped", ["agent", "uniform:16"])]

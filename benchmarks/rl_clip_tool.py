@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Ray actor ViT-B/16 text embedding:   {actor_ms:.1f} ms / call ({actor_ms / local:.2f}x in-process)"
         )
 
-    from understanding.rl.tools import SESSION_KEY, ClipSampleTool, new_session
+    from vidlab.understanding.rl.tools import SESSION_KEY, ClipSampleTool, new_session
     from vidlab.video.synth import render_synthetic
 
     with tempfile.TemporaryDirectory() as tmp:

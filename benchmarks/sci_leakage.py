@@ -1,6 +1,6 @@
 """SCI's premise, measured: attribute leakage of the toy world's text encoders and of a pretrained one (MiniLM).
 
-On every grammar relation prompt whose two subjects differ in colour and shape (1,440; ``generation.toyworld.
+On every grammar relation prompt whose two subjects differ in colour and shape (1,440; ``vidlab.generation.toyworld.
 leakage``): each subject's shape-word state against its own and the other subject's colour word, and how far the
 other subject's shape word moves when one subject's colour word is changed (``swap_leak_ratio``: 0 = no leakage,
 1 = a colour reaches the other noun as strongly as its own). Encoders, side by side:
@@ -48,9 +48,14 @@ COLUMNS = (
 
 def leakage_table(minilm_model: pathlib.Path | None = None, limit: int | None = None) -> dict[str, Any]:
     """The leakage figures per encoder (``minilm`` entries hold ``{"skipped": reason}`` without the package)."""
-    from generation.toyworld.evaluate import load_toyworld_pipeline
-    from generation.toyworld.leakage import leakage, minilm_states_fn, pipeline_states_fn, two_subject_prompts
-    from generation.toyworld.minilm import available, missing_message
+    from vidlab.generation.toyworld.evaluate import load_toyworld_pipeline
+    from vidlab.generation.toyworld.leakage import (
+        leakage,
+        minilm_states_fn,
+        pipeline_states_fn,
+        two_subject_prompts,
+    )
+    from vidlab.generation.toyworld.minilm import available, missing_message
 
     prompts = two_subject_prompts()[:limit] if limit else two_subject_prompts()
     out: dict[str, Any] = {}

@@ -68,23 +68,14 @@ ERROR_GATE = 0.05
 # ---- prompts and the placebo ----------------------------------------------------------------------------
 def distinct_prompts(prompts: Sequence[str]) -> list[str]:
     """The relation prompts whose two subjects differ in colour AND shape (where a swap is defined)."""
-    from generation.toyworld.world import parse_caption
+    from vidlab.generation.toyworld.leakage import two_subject_prompts
 
-    out = []
-    for p in prompts:
-        c = parse_caption(p)
-        if (
-            c.kind == "relation"
-            and len({s[0] for s in c.subjects}) == 2
-            and len({s[1] for s in c.subjects}) == 2
-        ):
-            out.append(p)
-    return out
+    return two_subject_prompts(prompts)
 
 
 def subject_phrases(prompt: str) -> list[str]:
     """The subject phrases SCI sees for ``prompt`` (the rule planner's, as ``vidlab generate`` plans them)."""
-    from generation.toyworld.evaluate import planned_layout
+    from vidlab.generation.toyworld.evaluate import planned_layout
 
     return [s.phrase for s in planned_layout(prompt).subjects]
 
@@ -93,7 +84,7 @@ def placebo_phrases(prompts: Sequence[str], pool: Sequence[str] | None = None) -
     """For each prompt, the subject phrases of another prompt of ``pool`` (default: ``prompts``) that shares as few
     colours and shapes with it as possible (none where one exists; the first such after it, cyclically), in that
     prompt's order: SCI's placebo anchors."""
-    from generation.toyworld.world import parse_caption
+    from vidlab.generation.toyworld.world import parse_caption
 
     pool = list(pool if pool is not None else prompts)
     out: dict[str, list[str]] = {}
@@ -119,7 +110,7 @@ def placebo_anchors(table: dict[tuple[str, ...], list[str]]) -> Iterator[None]:
     """While active, SCI's anchors are encoded from ``table[true phrases]`` (another prompt's subjects) instead of
     the prompt's own phrases; the token groups SCI updates stay the prompt's own. A phrase tuple missing from the
     table is an error (never a silent fall-back to the true anchors)."""
-    import generation.sci as sci
+    import vidlab.generation.sci as sci
 
     real = sci.encode_anchors
 
@@ -141,7 +132,7 @@ def _rows(pipe: Any, texts: list[str]) -> Any:
     """Prompt embeddings as the pipeline makes them (the model's own text length), float32 (B, L, d)."""
     import torch
 
-    from generation.subjects import model_text_length
+    from vidlab.generation.subjects import model_text_length
 
     with torch.no_grad():
         emb, _ = pipe.encode_prompt(
@@ -164,7 +155,7 @@ def _word_states(pipe: Any, texts: list[str], word: int) -> Any:
     word tokenizer has one token per word, MiniLM's WordPiece one or two after [CLS])."""
     import torch
 
-    from generation.toyworld.leakage import word_rows
+    from vidlab.generation.toyworld.leakage import word_rows
 
     return torch.stack([r[word] for r in word_rows(pipe.tokenizer, _rows(pipe, texts), texts)])
 
@@ -176,7 +167,7 @@ def token_cosines(pipe: Any) -> dict[str, Any]:
 
     import torch
 
-    from generation.toyworld.world import COLOURS, SHAPES
+    from vidlab.generation.toyworld.world import COLOURS, SHAPES
 
     proj = pipe.transformer.condition_embedder.text_embedder
     out: dict[str, Any] = {}
@@ -209,9 +200,9 @@ def sci_geometry(pipe: Any, prompts: Sequence[str]) -> dict[str, Any]:
     of the subject tokens' norm, and the move of the same tokens when one colour word of the prompt is changed."""
     import torch
 
-    from generation.sci import compute_sci, encode_anchors
-    from generation.subjects import model_text_length, subject_token_indices
-    from generation.toyworld.world import COLOURS, parse_caption
+    from vidlab.generation.sci import compute_sci, encode_anchors
+    from vidlab.generation.subjects import model_text_length, subject_token_indices
+    from vidlab.generation.toyworld.world import COLOURS, parse_caption
 
     cos_a, sal, upd, swap_move = [], [], [], []
     for p in prompts:
@@ -274,8 +265,8 @@ def derive(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and bootstrap CI over prompts (per-prompt means over seeds) of every figure."""
-    from generation.toyworld.evaluate import per_item
-    from generation.toyworld.metrics import bootstrap_ci
+    from vidlab.generation.toyworld.evaluate import per_item
+    from vidlab.generation.toyworld.metrics import bootstrap_ci
 
     recs = derive(records)
     out: dict[str, Any] = {"videos": len(recs), "prompts": len({r["item"] for r in recs})}
@@ -288,8 +279,8 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def paired_effects(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-prompt paired differences other - base, bootstrap CI, for every figure."""
-    from generation.toyworld.evaluate import per_item
-    from generation.toyworld.metrics import paired_ci
+    from vidlab.generation.toyworld.evaluate import per_item
+    from vidlab.generation.toyworld.metrics import paired_ci
 
     a, b = derive(base), derive(other)
     out: dict[str, Any] = {}
@@ -307,7 +298,7 @@ def binding_excess(records: list[dict[str, Any]]) -> dict[str, Any]:
     the mean over (s, w) of rate(leak) - rate(no leak), weighted by the leak instances: a size or shape confusion
     the model makes anyway (circle <-> square have the same area here) cancels, a binding confusion does not.
     """
-    from generation.toyworld.world import SHAPES
+    from vidlab.generation.toyworld.world import SHAPES
 
     buckets: dict[tuple[str, str, bool], list[float]] = {}
     for r in records:
@@ -336,7 +327,11 @@ class Study:
     """One model's pipeline, its fingerprint and a shared record cache; ``run`` = ``evaluate.run_method``."""
 
     def __init__(self, model: pathlib.Path, cache: Any, run_id: str) -> None:
-        from generation.toyworld.evaluate import SamplingConfig, load_toyworld_pipeline, model_fingerprint
+        from vidlab.generation.toyworld.evaluate import (
+            SamplingConfig,
+            load_toyworld_pipeline,
+            model_fingerprint,
+        )
 
         self.model = model
         self.pipe = load_toyworld_pipeline(model)
@@ -353,7 +348,7 @@ class Study:
         sci: float | None = None,
         placebo: dict[str, list[str]] | None = None,
     ) -> list[dict[str, Any]]:
-        from generation.toyworld.evaluate import multi_items, run_method
+        from vidlab.generation.toyworld.evaluate import multi_items, run_method
 
         ov = {} if sci is None else {"sci.strength": float(sci)}
         fp = self.fp + ("|sci-placebo-anchors" if placebo else "")  # its own cache keys
@@ -384,7 +379,7 @@ def gates_of(model: pathlib.Path, measure: bool) -> dict[str, Any]:
 
     meta = json.loads((model / "toyworld.json").read_text())
     if "gates" not in meta and measure:
-        from generation.toyworld.gates import record_gates
+        from vidlab.generation.toyworld.gates import record_gates
 
         record_gates(model)
         meta = json.loads((model / "toyworld.json").read_text())
@@ -592,9 +587,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sci_study: {why}", file=sys.stderr)
         return 2
 
-    from generation.toyworld.evaluate import RecordCache
-    from generation.toyworld.model import WEIGHTS_DIR
-    from generation.toyworld.splits import test_prompts, val_prompts
+    from vidlab.generation.toyworld.evaluate import RecordCache
+    from vidlab.generation.toyworld.model import WEIGHTS_DIR
+    from vidlab.generation.toyworld.splits import test_prompts, val_prompts
 
     base_dir = pathlib.Path(args.base) if args.base else WEIGHTS_DIR
     test, val = distinct_prompts(test_prompts()), distinct_prompts(val_prompts())

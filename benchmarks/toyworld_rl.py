@@ -44,9 +44,9 @@ PRESETS = {"default": "toyworld", "where": "toyworld-where"}
 
 
 def quick_config(out: str, seed: int, world: str = "default"):
-    from understanding.toyworld.clip_train import ClipTrainConfig
-    from understanding.toyworld.train import GRPOConfig, SFTConfig, ToyTrainConfig
-    from understanding.toyworld.world import WorldConfig, world_config
+    from vidlab.understanding.toyworld.clip_train import ClipTrainConfig
+    from vidlab.understanding.toyworld.train import GRPOConfig, SFTConfig, ToyTrainConfig
+    from vidlab.understanding.toyworld.world import WorldConfig, world_config
 
     if world == "where":
         return ToyTrainConfig(
@@ -79,8 +79,8 @@ def quick_config(out: str, seed: int, world: str = "default"):
 
 
 def full_config(out: str, seed: int, preset: str, overrides: list[str]):
-    from understanding.toyworld.train import ToyTrainConfig
     from vidlab.config import resolve
+    from vidlab.understanding.toyworld.train import ToyTrainConfig
 
     return resolve(ToyTrainConfig, preset, [f"out={out}", f"seed={seed}", *overrides])
 
@@ -93,9 +93,9 @@ def one_seed(cfg, ablation: bool = True) -> dict:
         return json.loads(cached.read_text())
     if cfg.actions == "where":
         return where_seed(cfg, ablation)
-    from understanding.toyworld.clip_train import needle_recall
-    from understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
-    from understanding.toyworld.train import _specs, run
+    from vidlab.understanding.toyworld.clip_train import needle_recall
+    from vidlab.understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
+    from vidlab.understanding.toyworld.train import _specs, run
 
     t0, c0 = time.perf_counter(), time.process_time()
     res = run(cfg, stages=("sft",))
@@ -143,9 +143,9 @@ def one_seed(cfg, ablation: bool = True) -> dict:
 def default_world(cfg, clip, policy) -> dict:
     """The where policy on the default world's test split (same seeds as the default benchmark's seed
     ``cfg.seed``): does one policy serve both worlds?"""
-    from understanding.toyworld.evaluate import evaluate_methods
-    from understanding.toyworld.train import ToyTrainConfig, World
-    from understanding.toyworld.world import WorldConfig
+    from vidlab.understanding.toyworld.evaluate import evaluate_methods
+    from vidlab.understanding.toyworld.train import ToyTrainConfig, World
+    from vidlab.understanding.toyworld.world import WorldConfig
 
     root = pathlib.Path(cfg.out) / "default_world"
     dcfg = ToyTrainConfig(
@@ -167,10 +167,10 @@ def where_seed(cfg, ablation: bool = True) -> dict:
     """``one_seed`` for the where world: the same pipeline and methods (the accuracy-only ablation unless
     ``ablation`` is false), plus the world check, the validation split, the looks of the classification labels,
     the default world, per-stage timing, and per-question records of the test split (``records``)."""
-    from understanding.toyworld.check import clip_check, view_check
-    from understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
-    from understanding.toyworld.train import _specs, run
-    from understanding.toyworld.world import seed_of, video_spec
+    from vidlab.understanding.toyworld.check import clip_check, view_check
+    from vidlab.understanding.toyworld.evaluate import cache_parity, evaluate_methods, oracle_table
+    from vidlab.understanding.toyworld.train import _specs, run
+    from vidlab.understanding.toyworld.world import seed_of, video_spec
 
     out = pathlib.Path(cfg.out)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -36,8 +36,8 @@ def main() -> None:
 
 
 def run(n: int, d: Path) -> None:
-    from understanding.agents import ClipAgent
     from vidlab.clip import TINY_MODEL, FrameIndex, Sampling, load_model
+    from vidlab.understanding.agents import ClipAgent
     from vidlab.video.synth import render_synthetic
 
     video = render_synthetic(d / "v.mp4", n, fps=10, width=320, height=240, seed=0)

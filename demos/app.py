@@ -23,7 +23,7 @@ from typing import Any
 if __package__ in (None, ""):  # `python demos/app.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from demos.config import DemoConfig  # noqa: E402
+from vidlab.demos.config import DemoConfig  # noqa: E402
 from vidlab.errors import UserError  # noqa: E402
 
 TITLE = "vidlab: Comp-Attn generation and VideoBrain long-video QA"
@@ -33,9 +33,9 @@ def build_demo(config: DemoConfig | None = None) -> Any:
     """Build the two-tab app; models load lazily on the first request (a bad preset fails here, at once)."""
     import gradio as gr
 
-    from demos.generation_tab import GenerationService, build_generation_tab
-    from demos.qa_tab import QAService, build_qa_tab
-    from demos.work import WorkArea
+    from vidlab.demos.generation_tab import GenerationService, build_generation_tab
+    from vidlab.demos.qa_tab import QAService, build_qa_tab
+    from vidlab.demos.work import WorkArea
 
     cfg = config or DemoConfig()
     work = WorkArea(cfg.work_dir)

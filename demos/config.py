@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from understanding.policies import DEFAULT_POLICY
+from vidlab.understanding.policies import DEFAULT_POLICY
 
 # The largest seed the page takes: a browser's number holds integers exactly only up to 2**53 - 1, so a larger
 # seed typed on the page would silently become another one (and torch's generator stops at 2**64 - 1).
@@ -40,7 +40,7 @@ class DemoGenerationConfig:
 class DemoQAConfig:
     """The QA tab: the policy and agents, the synthetic examples, and upload/video caps."""
 
-    # policy spec as for `vidlab qa`: the default policy, toy:where (understanding.policies.DEFAULT_POLICY; it serves
+    # policy spec as for `vidlab qa`: the default policy, toy:where (vidlab.understanding.policies.DEFAULT_POLICY; it serves
     # both toy worlds), or toy:shipped, pixel:red, hf:PATH, openai:URL@MODEL
     policy: str = DEFAULT_POLICY
     # CLIP model for clip_sample; "auto" = the toy policy's own toy CLIP for toy:* policies, else none

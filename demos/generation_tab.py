@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from demos.config import MAX_SEED, DemoGenerationConfig
-from demos.work import WorkArea
+from vidlab.demos.config import MAX_SEED, DemoGenerationConfig
+from vidlab.demos.work import WorkArea
 from vidlab.errors import UserError
 
 COLUMNS = ["subject", "t", "x0", "y0", "x1", "y1"]
@@ -61,7 +61,7 @@ def _split_label(label: str) -> tuple[str, int | None]:
 
 def rows_to_layout(prompt: str, rows: Any, relations: list[dict[str, Any]] | None = None) -> Any:
     """Build a validated ``Layout`` from table rows (a list of lists or a DataFrame)."""
-    from generation.layout import Layout, SubjectLayout
+    from vidlab.generation.layout import Layout, SubjectLayout
 
     rows = _as_rows(rows)
     order: list[tuple[str, int | None]] = []
@@ -109,7 +109,7 @@ def canvas_size(height: int, width: int) -> tuple[int, int]:
 
 def canvas_value(rows: Any, t: float, height: int, width: int) -> dict[str, Any]:
     """The annotator's value: a plain background and every subject's box at keyframe time ``t``."""
-    from generation.layout import PALETTE
+    from vidlab.generation.layout import PALETTE
 
     w, h = canvas_size(height, width)
     image = np.full((h, w, 3), 40, dtype=np.uint8)
@@ -392,8 +392,8 @@ class GenerationService:
     """One loaded Wan pipeline (lazily), planning, and one-at-a-time generation with or without Comp-Attn."""
 
     def __init__(self, config: DemoGenerationConfig, work: WorkArea):
-        from generation.pipeline import GenerateConfig
         from vidlab.config import resolve
+        from vidlab.generation.pipeline import GenerateConfig
 
         self.config = config
         self.work = work
@@ -411,7 +411,7 @@ class GenerationService:
     @property
     def random_weights(self) -> bool:
         """True for the built-in tiny pipelines: random weights, so the video is noise by construction."""
-        from generation.pipeline import TINY_MODELS
+        from vidlab.generation.pipeline import TINY_MODELS
 
         return self.base.model in TINY_MODELS
 
@@ -430,14 +430,14 @@ class GenerationService:
 
     def pipeline(self) -> Any:
         if self._pipe is None:
-            from generation.pipeline import load_pipeline
+            from vidlab.generation.pipeline import load_pipeline
 
             self._pipe = load_pipeline(self.base)
         return self._pipe
 
     def plan(self, prompt: str, subjects: list[str] | None = None) -> Any:
-        from generation.pipeline import planner_kwargs
-        from generation.planners import plan_layout
+        from vidlab.generation.pipeline import planner_kwargs
+        from vidlab.generation.planners import plan_layout
 
         self.check_prompt(prompt)
         # the preset's planner options for the demo's planner, as `vidlab generate` plans
@@ -509,8 +509,8 @@ class GenerationService:
 
     def generate(self, prompt: str, layout: Any, **ui: Any) -> dict[str, Any]:
         """Run one request; returns the paths the UI shows and what Comp-Attn did (all validated first)."""
-        from generation.pipeline import generate_video, model_source
-        from generation.toyworld.metrics import judge_toyworld_videos, verdict_line
+        from vidlab.generation.pipeline import generate_video, model_source
+        from vidlab.generation.toyworld.metrics import judge_toyworld_videos, verdict_line
         from vidlab.io import atomic_write_json
         from vidlab.video import write_video
 
@@ -751,7 +751,7 @@ def build_generation_tab(service: GenerationService) -> None:
         return (r["video"], r["comp_attn"]["maps"], info, r["comp_attn"]["layout_json"], caption, note, *plan)
 
     def on_upload(file):
-        from generation.layout import Layout
+        from vidlab.generation.layout import Layout
 
         try:
             lay = Layout.load(Path(file if isinstance(file, str) else file.name))

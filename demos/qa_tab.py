@@ -1,7 +1,7 @@
 """The QA tab: a video (uploaded or synthetic), a question, and the agent's trajectory as it unfolds.
 
 ``QAService`` loads the configured policy once and drives a real ``Episode`` turn by turn
-(``understanding.env.iter_episode``), so what the page shows is exactly what ``vidlab qa`` would do:
+(``vidlab.understanding.env.iter_episode``), so what the page shows is exactly what ``vidlab qa`` would do:
 each turn's thinking, each tool call, the frames it looked at (with frame numbers and timestamps), the
 answer, and the tallies of frames used and calls made.
 """
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from demos.config import DemoQAConfig
-from demos.work import WorkArea
+from vidlab.demos.config import DemoQAConfig
+from vidlab.demos.work import WorkArea
 from vidlab.errors import UserError
 
 
@@ -28,9 +28,9 @@ class QAService:
     """The policy (loaded once), the synthetic examples, validation, and the streamed episode."""
 
     def __init__(self, config: DemoQAConfig, work: WorkArea):
-        from understanding.config import QASettings
-        from understanding.env import EpisodeConfig
-        from understanding.evaluate import QAWorker, resolve_clip_model
+        from vidlab.understanding.config import QASettings
+        from vidlab.understanding.env import EpisodeConfig
+        from vidlab.understanding.evaluate import QAWorker, resolve_clip_model
 
         self.config = config
         self.work = work
@@ -51,8 +51,8 @@ class QAService:
 
     def model_note(self) -> str:
         """What the page says about the policy and its CLIP: random weights and scripted policies said plainly."""
-        from understanding.evaluate import resolve_clip_model
         from vidlab.clip.models import TINY_MODEL
+        from vidlab.understanding.evaluate import resolve_clip_model
 
         policy = self.config.policy
         scheme = policy.partition(":")[0]
@@ -90,7 +90,7 @@ class QAService:
                 n = int(self.config.synthetic_videos)
                 if n > 0:
                     if self.config.policy.startswith("toy:"):
-                        from understanding.toyworld.world import build_split, world_config
+                        from vidlab.understanding.toyworld.world import build_split, world_config
 
                         # toy:where (the default policy) plays the where-to-look world (a coarse call, then a
                         # zoom); toy:shipped and toy:DIR the default world
@@ -103,7 +103,7 @@ class QAService:
                         )
                         rows = [dict(r, video=str(Path(split.root) / r["video"])) for r in split.rows]
                     else:
-                        from understanding.benchmarks.synthetic import write_needle_benchmark
+                        from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
                         path = write_needle_benchmark(self.work.root / "synthetic", n=n)
                         rows = []
@@ -160,7 +160,7 @@ class QAService:
     ) -> Iterator[dict[str, Any]]:
         """Yield the trajectory's state after the opening view and after every assistant turn; with a known
         ``truth`` (the example's answer letter) the final answer carries a check or a cross and the right option."""
-        from understanding.env import Episode, iter_episode
+        from vidlab.understanding.env import Episode, iter_episode
 
         reader, question, options = self.check(video, question, options_text)
         episode = Episode(reader, question, options, self.worker.episode, self.worker.agents(reader, video))
@@ -250,7 +250,7 @@ def frame_file(frames_dir: Path, index: int, image: Any) -> str:
 def render_state(episode: Any, frames_dir: Path | None = None) -> dict[str, Any]:
     """The episode so far as markdown turns, a frame gallery (image, caption) and tallies; with ``frames_dir``
     the gallery holds file paths (see :func:`frame_file`), else the arrays."""
-    from understanding import protocol as P
+    from vidlab.understanding import protocol as P
 
     lines, gallery = [], []
     for k, msg in enumerate(episode.messages):

@@ -5,28 +5,35 @@ Public names are imported lazily so ``import generation`` stays cheap (no torch,
 
 from __future__ import annotations
 
+if (
+    __name__ == "generation"
+):  # the old top-level name, imported from a checkout: the alias (one warning) takes over
+    from vidlab._areas import alias_old_name
+
+    alias_old_name(__name__)
+
 from importlib import import_module
 
 _LAZY = {
-    "plan_layout": "generation.planners",
-    "Layout": "generation.layout",
-    "SubjectLayout": "generation.layout",
-    "LayoutError": "generation.layout",
-    "Relation": "generation.layout",
-    "find_phrase_span": "generation.subjects",
-    "build_tiny_tokenizer": "generation.tiny_tokenizer",
-    "subject_token_indices": "generation.subjects",
-    "SubjectNotFoundError": "generation.subjects",
-    "CompAttnConfig": "generation.config",
-    "SCIConfig": "generation.config",
-    "LAMConfig": "generation.config",
-    "GenerateConfig": "generation.pipeline",
-    "load_pipeline": "generation.pipeline",
-    "generate_video": "generation.pipeline",
-    "apply_comp_attn": "generation.comp_attn",
-    "prepare_inputs": "generation.comp_attn",
-    "layout_faithfulness": "generation.attention_measure",
-    "placebo_layout": "generation.attention_measure",
+    "plan_layout": "vidlab.generation.planners",
+    "Layout": "vidlab.generation.layout",
+    "SubjectLayout": "vidlab.generation.layout",
+    "LayoutError": "vidlab.generation.layout",
+    "Relation": "vidlab.generation.layout",
+    "find_phrase_span": "vidlab.generation.subjects",
+    "build_tiny_tokenizer": "vidlab.generation.tiny_tokenizer",
+    "subject_token_indices": "vidlab.generation.subjects",
+    "SubjectNotFoundError": "vidlab.generation.subjects",
+    "CompAttnConfig": "vidlab.generation.config",
+    "SCIConfig": "vidlab.generation.config",
+    "LAMConfig": "vidlab.generation.config",
+    "GenerateConfig": "vidlab.generation.pipeline",
+    "load_pipeline": "vidlab.generation.pipeline",
+    "generate_video": "vidlab.generation.pipeline",
+    "apply_comp_attn": "vidlab.generation.comp_attn",
+    "prepare_inputs": "vidlab.generation.comp_attn",
+    "layout_faithfulness": "vidlab.generation.attention_measure",
+    "placebo_layout": "vidlab.generation.attention_measure",
 }
 
 __all__ = sorted(_LAZY)

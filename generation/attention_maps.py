@@ -3,7 +3,7 @@
 The processor hands over the head-averaged attention mass of each subject's tokens on the cond pass, for one
 block at a time, and says whether LAM biased that call. ``map(step)`` averages the blocks of a step;
 ``entries()`` keeps them apart with their ``biased`` flag, so a measure can use only attention LAM did not
-write (``generation.attention_measure.layout_faithfulness``). ``inside_share`` over biased steps is the
+write (``vidlab.generation.attention_measure.layout_faithfulness``). ``inside_share`` over biased steps is the
 circular figure (the share of the very probabilities LAM biased); it is kept for reference only.
 """
 

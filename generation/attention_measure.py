@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from generation.errors import GenerationInputError
+from vidlab.generation.errors import GenerationInputError
 
 
 class NoUnbiasedMapsError(GenerationInputError):
@@ -65,7 +65,7 @@ def placebo_layout(layout: Any) -> Any:
     relation of the prompt is contradicted; relations are dropped from the copy. (A box centred in the frame
     mirrors onto itself: report ``chance`` and the layout/placebo overlap beside the figure.)
     """
-    from generation.layout import Layout, SubjectLayout
+    from vidlab.generation.layout import Layout, SubjectLayout
 
     subs = [
         SubjectLayout(

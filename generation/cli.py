@@ -6,7 +6,7 @@ resolved ``config.yaml`` into ``--out``.
 
 Everything a user can get wrong is checked before the pipeline loads and before anything is written to
 ``--out``: the config (types, ranges, 4k+1 frames, multiples of 16), the model name, the output folder, the
-prompt, the layout, the subjects, the device and the memory the request needs (``generation.memory``, a lower
+prompt, the layout, the subjects, the device and the memory the request needs (``vidlab.generation.memory``, a lower
 bound against what is free). Each mistake is a typed ``UserError``: one line, exit status 2. The cheap checks
 come first, so a wrong argument never waits for torch to import.
 
@@ -25,11 +25,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from generation.errors import OutputDirError
-from generation.memory import check_request_memory
+from vidlab.generation.errors import OutputDirError
+from vidlab.generation.memory import check_request_memory
 
-# re-exported for one release: these moved to generation.pipeline
-from generation.pipeline import (
+# re-exported for one release: these moved to vidlab.generation.pipeline
+from vidlab.generation.pipeline import (
     SHIPPED_MODELS,
     TINY_MODELS,
     GenerateConfig,
@@ -192,7 +192,7 @@ def _one_line_warnings(prog: str):
     original = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        if issubclass(category, UserWarning) and category.__module__.startswith("generation"):
+        if issubclass(category, UserWarning) and category.__module__.startswith("vidlab.generation"):
             print(f"{prog}: warning: {' '.join(str(message).split())}", file=sys.stderr)
         else:
             original(message, category, filename, lineno, file, line)
@@ -249,8 +249,8 @@ RANDOM_WEIGHTS_NOTE = (
 
 def generate_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab generate``; returns the exit status."""
-    from generation.comp_attn import prepare_inputs
     from vidlab.config import config_from_args
+    from vidlab.generation.comp_attn import prepare_inputs
 
     args = _parser().parse_intermixed_args(argv)
     if args.subjects:  # `--subjects a b key=value` would swallow overrides: give them back
@@ -267,7 +267,7 @@ def generate_main(argv: list[str] | None = None) -> int:
         cfg, settings_line = with_model_settings(
             cfg, _user_keys(args, explicit_preset), args.preset, explicit_preset
         )
-        from generation.toyworld.tokenizer import check_prompt_words
+        from vidlab.generation.toyworld.tokenizer import check_prompt_words
 
         check_prompt_words(args.prompt, model_source(cfg.model), cfg.model)  # word-level (toy) vocabularies
         check_geometry(cfg)
@@ -302,9 +302,9 @@ def generate_main(argv: list[str] | None = None) -> int:
 def _run(
     cfg: GenerateConfig, args: argparse.Namespace, out: Path, prep: Any, device: str, memory_checked: bool
 ) -> int:
-    from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
-    from generation.toyworld.metrics import judge_toyworld_videos, verdict_line
     from vidlab.config import save_resolved
+    from vidlab.generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
+    from vidlab.generation.toyworld.metrics import judge_toyworld_videos, verdict_line
     from vidlab.io import atomic_path, atomic_write_json, ensure_output_dir
     from vidlab.video import write_video
 
@@ -313,7 +313,7 @@ def _run(
     t_load = time.perf_counter() - t0
     if not memory_checked:
         # a hub model: its configs are known now, before anything is allocated for the call
-        from generation.memory import dims_from_pipe
+        from vidlab.generation.memory import dims_from_pipe
 
         check_request_memory(cfg, device, dims_from_pipe(pipe))
     ensure_output_dir(out)  # the first write: only now, after every check and the load

@@ -1,6 +1,6 @@
 """Comp-Attn on a diffusers ``WanPipeline``: ``apply_comp_attn``, ``CompAttn.generate`` and ``remove``.
 
-The settings live in ``generation.config`` (``CompAttnConfig``, ``SCIConfig``, ``LAMConfig``); this module
+The settings live in ``vidlab.generation.config`` (``CompAttnConfig``, ``SCIConfig``, ``LAMConfig``); this module
 re-exports them for one release.
 
 ``apply_comp_attn(pipe, config)`` swaps only the ``blocks[i].attn2`` processors of the transformer(s) (both
@@ -20,8 +20,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from generation.config import CompAttnConfig, LAMConfig, SCIConfig  # re-exported for one release
-from generation.errors import (  # re-exported: callers import them from here
+from vidlab.generation.config import CompAttnConfig, LAMConfig, SCIConfig  # re-exported for one release
+from vidlab.generation.errors import (  # re-exported: callers import them from here
     BatchNotSupportedError,
     CompAttnError,
     EmptyPromptError,
@@ -30,7 +30,7 @@ from generation.errors import (  # re-exported: callers import them from here
     NoSubjectsWarning,
     PromptTruncatedWarning,
 )
-from generation.subjects import SubjectNotFoundError, model_text_length
+from vidlab.generation.subjects import SubjectNotFoundError, model_text_length
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -106,10 +106,10 @@ def resolve_layout(
     subjects: list[str] | None = None,
 ) -> Any:
     """A ``Layout`` from a Layout, a JSON/YAML path, or by planning (``planner`` rule|llm)."""
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     if layout is None:
-        from generation.planners import plan_layout
+        from vidlab.generation.planners import plan_layout
 
         kw = dict(planner_kwargs or {})
         if subjects is not None:
@@ -149,7 +149,7 @@ def prepare_inputs(
     """
     import warnings
 
-    from generation.subjects import find_phrase_spans
+    from vidlab.generation.subjects import find_phrase_spans
 
     text = check_prompt(prompt)
     if subjects is not None:
@@ -317,8 +317,8 @@ class CompAttn:
             self.config.lam.blocks = _normalise_blocks(self.config.lam.blocks, n, "lam.blocks")
             self.config.lam.ts_blocks = _normalise_blocks(self.config.lam.ts_blocks, n, "lam.ts_blocks")
             self.config.capture_blocks = _normalise_blocks(self.config.capture_blocks, n, "capture_blocks")
-        from generation.controller import Controller
-        from generation.processor import CompAttnProcessor
+        from vidlab.generation.controller import Controller
+        from vidlab.generation.processor import CompAttnProcessor
 
         self.controller = Controller(self.config, pipe)
         self._originals: list[tuple[torch.nn.Module, Any]] = []
@@ -340,7 +340,7 @@ class CompAttn:
 
     def _check_backend(self) -> None:
         """LAM's additive mask needs a backend that takes one (flash/sage do not): refuse up front."""
-        from generation.processor import check_mask_backend
+        from vidlab.generation.processor import check_mask_backend
 
         if self.config.enabled and self.config.lam.enabled and self.config.lam.apply == "mask":
             for _, tr in _transformers(self.pipe):
@@ -366,7 +366,7 @@ class CompAttn:
         """The layout every following ``pipe(...)`` call uses: a ``Layout``, a JSON/YAML path, or None to plan
         one from each call's prompt with the planner (the default). ``subjects``: which of its phrases to use."""
         if layout is not None and not isinstance(layout, (str, os.PathLike)):
-            from generation.layout import Layout
+            from vidlab.generation.layout import Layout
 
             if not isinstance(layout, Layout):
                 raise GenerationInputError(
@@ -388,7 +388,7 @@ class CompAttn:
         ]
         for name in var_kw:
             params.update(params.pop(name, {}))
-        # a pipeline that carries its model's sampling settings (generation.pipeline.with_call_defaults)
+        # a pipeline that carries its model's sampling settings (vidlab.generation.pipeline.with_call_defaults)
         params = {**(getattr(self.pipe, "vidlab_call_defaults", None) or {}), **params}
         prompt = params.pop("prompt", None)
         if prompt is None or params.get("prompt_embeds") is not None:
@@ -457,7 +457,7 @@ class CompAttn:
         import numpy as np
         import torch
 
-        from generation.controller import CallState
+        from vidlab.generation.controller import CallState
 
         pipe, cfg = self.pipe, self.config
         kw = dict(pipeline_kwargs)
@@ -466,7 +466,7 @@ class CompAttn:
                 raise GenerationInputError(
                     f"{key} is computed by Comp-Attn from the prompt; pass the prompt instead"
                 )
-        from generation.layout import TokenGrid
+        from vidlab.generation.layout import TokenGrid
 
         grid = TokenGrid.of(pipe)
         height, width, num_frames = self._geometry(kw, grid)
@@ -498,7 +498,7 @@ class CompAttn:
         else:
             prep = prepare_inputs(prompt, layout, subjects, planner, planner_kwargs, require_subjects)
         prompt, lay, chosen, clean = prep.prompt, prep.layout, prep.chosen, prep.clean_prompt
-        from generation.subjects import subject_token_indices
+        from vidlab.generation.subjects import subject_token_indices
 
         self._warn_truncation(prompt, max_len)
         token_indices = subject_token_indices(
@@ -530,7 +530,7 @@ class CompAttn:
         call = CallState(cond_ref=embeds, uncond_ref=neg_embeds)
         phrases = [s.phrase for _, s in chosen]
         if chosen:
-            from generation.lam import build_targets, group_subjects
+            from vidlab.generation.lam import build_targets, group_subjects
 
             call.targets = build_targets(
                 token_indices, torch.from_numpy(masks), separate_instances=cfg.lam.separate_instances
@@ -538,14 +538,14 @@ class CompAttn:
             groups, member = group_subjects(token_indices)
             group_names = [phrases[member.index(g)] for g in range(len(groups))]
             if cfg.sci.enabled:
-                from generation.sci import compute_sci, encode_anchors
+                from vidlab.generation.sci import compute_sci, encode_anchors
 
                 anchors = encode_anchors(pipe.tokenizer, pipe.text_encoder, group_names)
                 with torch.no_grad():
                     call.sci = compute_sci(embeds[0], groups, anchors, cfg.sci.tau, cfg.sci.rescale)
             if cfg.capture_attention:
-                from generation.attention_maps import AttentionMapStore
-                from generation.attention_measure import placebo_layout
+                from vidlab.generation.attention_maps import AttentionMapStore
+                from vidlab.generation.attention_measure import placebo_layout
 
                 placebo = np.asarray(
                     placebo_layout(lay).latent_masks(num_frames, height, width, grid), dtype=bool
@@ -603,7 +603,7 @@ class CompAttn:
         """``PromptTruncatedWarning`` naming the text the text encoder will not see."""
         import warnings
 
-        from generation.subjects import truncated_text
+        from vidlab.generation.subjects import truncated_text
 
         dropped = truncated_text(self.pipe.tokenizer, clean_prompt(prompt), max_len)
         if dropped:

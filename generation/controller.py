@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from generation.sci import SCIPlan, sci_weight
+from vidlab.generation.sci import SCIPlan, sci_weight
 
 if TYPE_CHECKING:  # pragma: no cover
-    from generation.attention_maps import AttentionMapStore
-    from generation.config import CompAttnConfig
-    from generation.lam import LamTargets
+    from vidlab.generation.attention_maps import AttentionMapStore
+    from vidlab.generation.config import CompAttnConfig
+    from vidlab.generation.lam import LamTargets
 
 
 @dataclass
@@ -171,7 +171,7 @@ class Controller:
         """
         lam = self.config.lam
         if lam.rule == "ts_attn":
-            from generation.ts_attn import in_window
+            from vidlab.generation.ts_attn import in_window
 
             return in_window(self.step, self.num_steps, lam.ts_step_fraction)
         if self.transformer == "transformer_2":

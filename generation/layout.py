@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from generation.errors import GenerationInputError
+from vidlab.generation.errors import GenerationInputError
 from vidlab.io import atomic_open, atomic_write_text
 
 Box = tuple[float, float, float, float]
@@ -419,7 +419,7 @@ class Layout:
 
     def subject_token_indices(self, tokenizer: Any, max_length: int | None = None) -> list[list[int]]:
         """Token positions of every subject in ``tokenizer(self.prompt)`` (copies share their phrase's tokens)."""
-        from generation.subjects import subject_token_indices
+        from vidlab.generation.subjects import subject_token_indices
 
         return subject_token_indices(tokenizer, self.prompt, self.subjects, max_length=max_length)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generation.errors import GenerationInputError
+from vidlab.generation.errors import GenerationInputError
 
 __all__ = [
     "MemoryEstimate",
@@ -119,10 +119,10 @@ def model_dims(model: str) -> ModelDims | None:
     """The dims of a model named as ``GenerateConfig.model`` is, read from files without loading anything: the
     built-in tiny models (their constants), a local pipeline folder, or a hub id already in the local cache;
     None when they cannot be known before loading."""
-    from generation.pipeline import TINY_MODELS, model_source
+    from vidlab.generation.pipeline import TINY_MODELS, model_source
 
     if model in TINY_MODELS:
-        from generation.tiny import TRANSFORMER_KWARGS, VAE_KWARGS
+        from vidlab.generation.tiny import TRANSFORMER_KWARGS, VAE_KWARGS
 
         return _dims_from_configs(TRANSFORMER_KWARGS, {**VAE_KWARGS, "scale_factor_spatial": 8}, {})
     local = Path(model_source(model)).expanduser()

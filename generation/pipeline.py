@@ -29,22 +29,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from generation.config import CompAttnConfig
-from generation.errors import ModelNotFoundError
 from vidlab.config import in_range as _range
 from vidlab.config import validate
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.errors import ModelNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from generation.comp_attn import CompAttnResult
+    from vidlab.generation.comp_attn import CompAttnResult
 
 TINY_MODELS = {"tiny": "wan2.1", "tiny-wan2.2": "wan2.2"}
 # Trained pipelines that ship inside the package, by name (so presets work from an installed wheel too).
 SHIPPED_MODELS = {"toyworld": Path(__file__).resolve().parent / "toyworld" / "weights"}
 # vidlab's own pipeline components a model folder may name (diffusers loads such a class only once its module is
 # imported, and never imports a module because a folder names it): only these are imported, and only when named
-OWN_COMPONENT_MODULES = ("generation.toyworld.minilm",)
+OWN_COMPONENT_MODULES = ("vidlab.generation.toyworld.minilm",)
 
 
 def import_own_components(folder: str | Path) -> None:
@@ -313,7 +313,7 @@ def model_token_grid(name: str) -> Any:
     (a hub id), then ``CompAttn.generate`` checks the size against the loaded pipeline."""
     import json
 
-    from generation.layout import TokenGrid
+    from vidlab.generation.layout import TokenGrid
 
     if name in TINY_MODELS:
         return TokenGrid()
@@ -383,7 +383,7 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
     device = check_device(cfg)
     dtype = _dtype(cfg.dtype)
     if cfg.model in TINY_MODELS:
-        from generation.tiny import build_tiny_pipeline
+        from vidlab.generation.tiny import build_tiny_pipeline
 
         pipe = build_tiny_pipeline(TINY_MODELS[cfg.model], seed=0, dtype=dtype)
     else:
@@ -433,7 +433,7 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
     if defaults:
         # the prompt rows the model was trained with (the toy world's 16): diffusers' own call pads to 512, and
         # this model then draws its subjects less often (docs/guides/comp-attn.md, "A model's own settings")
-        from generation.subjects import WAN_TEXT_LENGTH, model_text_length
+        from vidlab.generation.subjects import WAN_TEXT_LENGTH, model_text_length
 
         rows = model_text_length(pipe.tokenizer)
         if rows != WAN_TEXT_LENGTH:
@@ -483,7 +483,7 @@ def generate_video(
     call (``videos[i]`` is seed ``i``'s). The very same processors are back on ``pipe`` afterwards,
     also when generation fails.
     """
-    from generation.comp_attn import apply_comp_attn
+    from vidlab.generation.comp_attn import apply_comp_attn
 
     with apply_comp_attn(pipe, comp_attn if comp_attn is not None else cfg.comp_attn) as comp:
         kwargs = pipeline_kwargs(cfg, pipe, seed=seed)

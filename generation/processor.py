@@ -3,9 +3,9 @@
 When the controller says this call is not modulated (uncond pass, outside LAM's step window, a block not
 selected, no generation running) it hands the call to the original ``WanAttnProcessor`` object untouched, so
 the output is exactly diffusers' own. When LAM is active it computes the same projections, derives the
-subject-column attention and the layout bias (``generation.lam``), and runs diffusers'
+subject-column attention and the layout bias (``vidlab.generation.lam``), and runs diffusers'
 ``dispatch_attention_fn`` with the bias as an additive float mask on the processor's own attention backend.
-With ``lam.rule="ts_attn"`` the active call runs TS-Attn's rule instead (``generation.ts_attn``: a per-head bias
+With ``lam.rule="ts_attn"`` the active call runs TS-Attn's rule instead (``vidlab.generation.ts_attn``: a per-head bias
 from the model's own subject regions, no layout).
 """
 
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from generation import lam as L
-from generation.errors import CompAttnBackendError, CompAttnError
+from vidlab.generation import lam as L
+from vidlab.generation.errors import CompAttnBackendError, CompAttnError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from generation.controller import Controller
+    from vidlab.generation.controller import Controller
 
 # Backends whose kernels take no float mask: LAM cannot run on them.
 _MASKLESS_PREFIXES = ("flash", "_flash", "sage", "_sage", "aiter", "_native_flash", "_native_npu")
@@ -156,7 +156,7 @@ class CompAttnProcessor:
 
         Returns the output, the per-head column bias and the exact subject-column probabilities (computed only
         when ``capture`` or ``lam.apply="reweight"`` needs them, else None)."""
-        from generation import ts_attn as T
+        from vidlab.generation import ts_attn as T
 
         cfg = self.controller.config.lam
         if targets.grid is None:

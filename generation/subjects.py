@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from generation.errors import GenerationInputError
+from vidlab.generation.errors import GenerationInputError
 
 
 class SubjectNotFoundError(GenerationInputError):

@@ -103,7 +103,7 @@ def build_tiny_pipeline(
     from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
     from transformers import UMT5Config, UMT5EncoderModel
 
-    from generation.tiny_tokenizer import build_tiny_tokenizer
+    from vidlab.generation.tiny_tokenizer import build_tiny_tokenizer
 
     if variant not in VARIANTS:
         raise ValueError(f"tiny pipeline variant {variant!r} is not one of {VARIANTS}")

@@ -33,7 +33,7 @@ purpose: (1) the code keeps only the **last** subject's bias when several are gi
 concatenated after the loop); here every subject's bias is added (a query in two regions gets both), and
 ``lam.ts_subjects: last`` is the parity mode that keeps only the last one, as the code does; (2) the
 top-half threshold is per video (the code's ``.mean()`` pools the batch; identical for one video); (3) subject tokens
-are the phrase's located tokens (``generation.subjects``), not every occurrence of its token ids; (4) the temporal
+are the phrase's located tokens (``vidlab.generation.subjects``), not every occurrence of its token ids; (4) the temporal
 event split is not implemented (no prompt here has events); (5) float32 statistics. Only the subject columns of
 the bias are non-zero, so the statistics come from query-chunked passes that never keep the (S x L) matrix; the
 mask handed to the attention kernel is (B, H, S, L): TS-Attn's bias differs per head.

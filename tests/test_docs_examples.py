@@ -186,8 +186,8 @@ EXAMPLE_MAX_VIDEOS = 2
 
 
 def cap_example_data(monkeypatch) -> None:
-    import understanding.benchmarks.synthetic as synthetic
-    import understanding.toyworld.world as world
+    import vidlab.understanding.benchmarks.synthetic as synthetic
+    import vidlab.understanding.toyworld.world as world
 
     real_build, real_needles = world.build_split, synthetic.write_needle_benchmark
 
@@ -248,8 +248,8 @@ def use_toy_wan(monkeypatch) -> None:
     import diffusers
     import torch
 
-    from generation.comp_attn import CompAttn
-    from generation.pipeline import SHIPPED_MODELS
+    from vidlab.generation.comp_attn import CompAttn
+    from vidlab.generation.pipeline import SHIPPED_MODELS
 
     toy = str(SHIPPED_MODELS["toyworld"])
     for cls in (diffusers.WanPipeline, diffusers.AutoencoderKLWan):
@@ -308,8 +308,8 @@ def test_json_blocks_parse(block):
 def test_yaml_blocks_are_valid_settings(block, tmp_path):
     import yaml
 
-    from understanding.config import EvalConfig
     from vidlab.config import resolve
+    from vidlab.understanding.config import EvalConfig
 
     data = yaml.safe_load(block["text"])
     assert isinstance(data, dict)
@@ -501,7 +501,7 @@ def test_configuration_reference_covers_every_field():
             assert row is not None, f"{target}: no row for {key}"
             if f.metadata.get("range"):
                 assert hooks._range_text(f.metadata) in row, (key, row)
-    from generation.pipeline import GenerateConfig
+    from vidlab.generation.pipeline import GenerateConfig
 
     assert "| `comp_attn.lam.alpha_max` | float | `1.0` | ≥ 0.0 |" in page
     assert GenerateConfig.__module__ in page

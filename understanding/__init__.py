@@ -5,16 +5,23 @@ Public names are imported lazily so ``import understanding`` stays cheap.
 
 from __future__ import annotations
 
+if (
+    __name__ == "understanding"
+):  # the old top-level name, imported from a checkout: the alias (one warning) takes over
+    from vidlab._areas import alias_old_name
+
+    alias_old_name(__name__)
+
 from importlib import import_module
 
 _LAZY = {
-    "compute_score": "understanding.reward",
-    "run_episode": "understanding.env",
-    "EpisodeConfig": "understanding.env",
-    "extract_choice": "understanding.protocol",
-    "load_policy": "understanding.policies",
-    "load_benchmark": "understanding.benchmarks",
-    "run_eval": "understanding.evaluate",
+    "compute_score": "vidlab.understanding.reward",
+    "run_episode": "vidlab.understanding.env",
+    "EpisodeConfig": "vidlab.understanding.env",
+    "extract_choice": "vidlab.understanding.protocol",
+    "load_policy": "vidlab.understanding.policies",
+    "load_benchmark": "vidlab.understanding.benchmarks",
+    "run_eval": "vidlab.understanding.evaluate",
 }
 
 __all__ = sorted(_LAZY)

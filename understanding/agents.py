@@ -1,6 +1,6 @@
 """The two frame-acquisition agents VideoBrain's policy calls: Uniform (dense sampling) and CLIP (retrieval).
 
-Both read through ``vidlab.video`` and return ``understanding.messages.Frame`` (pixels at 640x360, the source
+Both read through ``vidlab.video`` and return ``vidlab.understanding.messages.Frame`` (pixels at 640x360, the source
 frame index, its timestamp): ``resize="reference"`` (default) stretches every frame to exactly 640x360 as the
 authors' release does; ``resize="fit"`` keeps aspect and only shrinks (``vidlab.video.fit_within``).
 Reference behaviour (authors' release):
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from understanding.messages import Frame
+from vidlab.understanding.messages import Frame
 from vidlab.video import fit_within, uniform_indices
 
 MAX_SIZE = (640, 360)

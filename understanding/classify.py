@@ -32,13 +32,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from understanding import protocol as P
-from understanding.agents import ClipAgent, UniformAgent, linspace_frames
-from understanding.config import ClassifyConfig
-from understanding.judge import Judge, load_judge
-from understanding.messages import Policy
-from understanding.reward import ground_truth_letter
 from vidlab.errors import UserError
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import ClipAgent, UniformAgent, linspace_frames
+from vidlab.understanding.config import ClassifyConfig
+from vidlab.understanding.judge import Judge, load_judge
+from vidlab.understanding.messages import Policy
+from vidlab.understanding.reward import ground_truth_letter
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +269,7 @@ class ClassifyWorker:
         policy_kwargs: dict[str, Any] | None = None,
     ):
         if isinstance(policy, str):
-            from understanding.policies import load_policy
+            from vidlab.understanding.policies import load_policy
 
             policy = load_policy(policy, **(policy_kwargs or {}))
         if isinstance(clip_model, str):

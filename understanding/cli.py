@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from understanding.config import AGENT, EvalConfig
 from vidlab.errors import UserError
+from vidlab.understanding.config import AGENT, EvalConfig
 
 EXIT_BAD_INPUT = 2
 
@@ -136,12 +136,12 @@ def _clip_given(args: argparse.Namespace) -> bool:
 
 
 def _apply_clip_rule(args: argparse.Namespace, cfg: EvalConfig) -> tuple[EvalConfig, str]:
-    """``cfg`` with its CLIP model decided by the one rule (``understanding.evaluate.resolve_clip_model``): not
+    """``cfg`` with its CLIP model decided by the one rule (``vidlab.understanding.evaluate.resolve_clip_model``): not
     named by the user = ``auto`` (the policy's own CLIP when it ships one); ``none`` = no CLIP. Returns the config
     and where its CLIP came from (for the one line saying so). The spec is checked here, before any load."""
     import dataclasses
 
-    from understanding.evaluate import AUTO_CLIP, NO_CLIP, resolve_clip_model
+    from vidlab.understanding.evaluate import AUTO_CLIP, NO_CLIP, resolve_clip_model
 
     asked = cfg.clip_model if _clip_given(args) else AUTO_CLIP
     clip = resolve_clip_model(asked, cfg.policy)
@@ -162,7 +162,7 @@ def _apply_clip_rule(args: argparse.Namespace, cfg: EvalConfig) -> tuple[EvalCon
 
 def _tools_line(cfg: EvalConfig, how: str) -> str:
     """One line saying which tools the agent has and why (clip_sample needs a CLIP model)."""
-    from understanding.evaluate import agent_tools
+    from vidlab.understanding.evaluate import agent_tools
 
     tools = " + ".join(agent_tools(cfg.clip_model))
     if cfg.clip_model:
@@ -237,7 +237,7 @@ def _qa_parser() -> argparse.ArgumentParser:
 def truth_letter(truth: str | None, options: list[str] | None) -> str | None:
     """``--truth`` as an option letter (a letter, or an option's text, case-insensitive); a mismatch is a
     ``UsageError`` naming the options."""
-    from understanding import protocol as P
+    from vidlab.understanding import protocol as P
 
     if truth is None:
         return None
@@ -280,7 +280,7 @@ def _frames_line(frames: list[Any]) -> str:
 
 def print_trajectory(traj: Any, file: Any = None) -> None:
     """Human-readable trajectory: initial view, then per turn thoughts, call, frames returned; then the answer."""
-    from understanding import protocol as P
+    from vidlab.understanding import protocol as P
 
     out = file or sys.stdout
     turn = 0
@@ -321,9 +321,9 @@ def qa_main(argv: list[str] | None = None) -> int:
 
 
 def _qa(argv: list[str]) -> int:
-    from understanding.config import check_strategy
-    from understanding.policies import check_policy_spec
     from vidlab.io import atomic_write_text
+    from vidlab.understanding.config import check_strategy
+    from vidlab.understanding.policies import check_policy_spec
 
     args = _parse(_qa_parser(), argv, greedy=("options",))
     cfg = _resolve(
@@ -350,7 +350,7 @@ def _qa(argv: list[str]) -> int:
     print(f"video: {args.video} ({traj.total_frames} frames at {traj.fps:g} fps)")
     print(f"question: {args.question}")
     if traj.options:
-        from understanding import protocol as P
+        from vidlab.understanding import protocol as P
 
         print(
             "options: "
@@ -361,7 +361,7 @@ def _qa(argv: list[str]) -> int:
     rec = qa_record(traj, truth)
     rec["clip_model"] = cfg.clip_model
     if cfg.strategy == AGENT:
-        from understanding.evaluate import agent_tools
+        from vidlab.understanding.evaluate import agent_tools
 
         rec["tools"] = agent_tools(cfg.clip_model)
     if truth is not None:
@@ -394,8 +394,8 @@ def _require_policy(args: argparse.Namespace) -> None:
 def run_qa(cfg: EvalConfig, video: str, question: str, options: list[str] | None = None) -> Any:
     """Run one question with ``cfg`` (policy, strategy, agents) and return the ``Trajectory``. The video is
     opened first, so a file that is not a video is one line before any model loads."""
-    from understanding.benchmarks import QAItem
-    from understanding.evaluate import QAWorker
+    from vidlab.understanding.benchmarks import QAItem
+    from vidlab.understanding.evaluate import QAWorker
     from vidlab.video import open_video
 
     QAItem("cli", video, question, options, "A" if options else "", "mc" if options else "oe")  # validates
@@ -482,7 +482,7 @@ def _eval_parser() -> argparse.ArgumentParser:
 
 
 def _print_summaries(summaries: dict[str, dict[str, Any]]) -> None:
-    from understanding.report import summary_table
+    from vidlab.understanding.report import summary_table
 
     print(summary_table(summaries))
 
@@ -493,8 +493,8 @@ def eval_qa_main(argv: list[str] | None = None) -> int:
 
 
 def _eval_qa(argv: list[str]) -> int:
-    from understanding.evaluate import run_eval
-    from understanding.report import compare_runs
+    from vidlab.understanding.evaluate import run_eval
+    from vidlab.understanding.report import compare_runs
 
     args = _parse(_eval_parser(), argv, greedy=("strategies", "compare"))
     if args.compare:
@@ -522,10 +522,10 @@ def _eval_qa(argv: list[str]) -> int:
     )
     if not cfg.data:
         raise UsageError("--data is required: the folder or annotation file of your local benchmark copy")
-    from understanding.benchmarks import load_benchmark
-    from understanding.config import check_strategy
-    from understanding.judge import load_judge
-    from understanding.policies import check_policy_spec
+    from vidlab.understanding.benchmarks import load_benchmark
+    from vidlab.understanding.config import check_strategy
+    from vidlab.understanding.judge import load_judge
+    from vidlab.understanding.policies import check_policy_spec
 
     check_policy_spec(cfg.policy)
     cfg, clip_how = _apply_clip_rule(args, cfg)
@@ -594,16 +594,16 @@ def _classify_parser() -> argparse.ArgumentParser:
 
 
 def classify_main(argv: list[str] | None = None) -> int:
-    """``vidlab classify``: label rows with the documented rule in ``understanding.classify.classify_rows``."""
+    """``vidlab classify``: label rows with the documented rule in ``vidlab.understanding.classify.classify_rows``."""
     return _run("vidlab classify", _classify, argv)
 
 
 def _classify(argv: list[str]) -> int:
-    from understanding.classify import classify_identity, classify_rows, job_dir_for, summarize
-    from understanding.judge import load_judge
-    from understanding.policies import check_policy_spec
     from vidlab.config import save_resolved
     from vidlab.distributed import fingerprint_file, open_job
+    from vidlab.understanding.classify import classify_identity, classify_rows, job_dir_for, summarize
+    from vidlab.understanding.judge import load_judge
+    from vidlab.understanding.policies import check_policy_spec
 
     args = _parse(_classify_parser(), argv)
     cfg = _resolve(
@@ -635,7 +635,7 @@ def _classify(argv: list[str]) -> int:
     )
     job_dir = job_dir_for(out)
     with open_job(job_dir, ident, overwrite=args.overwrite):  # lock + identity before any write
-        from understanding.policies import load_policy
+        from vidlab.understanding.policies import load_policy
 
         if cfg.clip_model:
             print(f"CLIP model for the richer view: {clip_how}", flush=True)

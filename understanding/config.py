@@ -3,7 +3,7 @@ training row is labelled (:class:`ClassifyConfig`), and ``vidlab qa`` / ``eval-q
 (:class:`EvalConfig`: one preset serves all three, found in ``configs/qa/``).
 
 ``QASettings`` travels as one object from the config to the worker that answers
-(``understanding.evaluate.QAWorker``), into ``evaluate_items``, the demo's QA tab and the lmms-eval plug-in.
+(``vidlab.understanding.evaluate.QAWorker``), into ``evaluate_items``, the demo's QA tab and the lmms-eval plug-in.
 Every config checks itself on construction (``vidlab.config.validate``).
 """
 
@@ -13,11 +13,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from understanding.env import EpisodeConfig
 from vidlab.config import ConfigError, in_range, validate
 from vidlab.distributed import RunConfig
 from vidlab.distributed.config import TOP_LEVEL_RUN_KEYS
 from vidlab.errors import UserError
+from vidlab.understanding.env import EpisodeConfig
 
 AGENT = "agent"
 
@@ -30,7 +30,7 @@ def strategy_label(strategy: str) -> str:
     """Folder/legend name of a strategy: ``agent``, ``uniform-32``, ``clip-8``."""
     if strategy == AGENT:
         return AGENT
-    from understanding.policies.baselines import BaselineSpec
+    from vidlab.understanding.policies.baselines import BaselineSpec
 
     return BaselineSpec.parse(strategy).label
 

@@ -13,8 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from understanding import protocol as P
-from understanding.agents import (
+from vidlab.config import in_range, validate
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import (
     MAX_SIZE,
     NUM_CLIP,
     NUM_INITIAL,
@@ -24,8 +25,7 @@ from understanding.agents import (
     check_range,
     open_reader,
 )
-from understanding.messages import Frame, Message, Policy
-from vidlab.config import in_range, validate
+from vidlab.understanding.messages import Frame, Message, Policy
 
 BAD_TURN = ("end", "last_tool_call")
 

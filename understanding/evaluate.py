@@ -3,10 +3,10 @@
 Each *strategy* is evaluated into its own folder ``OUT/<label>/`` (``results.jsonl`` holds one record per
 question, a rerun skips questions already done): ``agent`` runs the VideoBrain episode (initial view + tool
 calls); ``uniform:K`` and ``clip:K`` are the scripted baselines. Then ``OUT/summary.json``, ``OUT/summary.md``
-and ``OUT/accuracy_vs_frames.png`` compare the strategies (:mod:`understanding.report`): accuracy overall, by
+and ``OUT/accuracy_vs_frames.png`` compare the strategies (:mod:`vidlab.understanding.report`): accuracy overall, by
 category and by duration group, the mean number of distinct frames shown and tool calls per question.
 
-The settings travel as objects: :class:`~understanding.config.QASettings` (how a question is answered) from
+The settings travel as objects: :class:`~vidlab.understanding.config.QASettings` (how a question is answered) from
 the config to :class:`QAWorker`, :class:`~vidlab.distributed.RunConfig` (where the job runs) to ``run_job``::
 
     summary = evaluate_items(items, cfg.qa_settings("uniform:8"), "out/uniform-8", run=cfg.run)
@@ -32,8 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from understanding.benchmarks import LoadResult, QAItem, duration_bucket, load_benchmark
-from understanding.config import (
+from vidlab.distributed import RunConfig
+from vidlab.identity import fingerprint_file, fingerprint_or_none
+from vidlab.understanding.benchmarks import LoadResult, QAItem, duration_bucket, load_benchmark
+from vidlab.understanding.config import (
     AGENT,
     EvalConfig,
     QASettings,
@@ -41,10 +43,8 @@ from understanding.config import (
     check_strategy,
     strategy_label,
 )
-from understanding.env import Trajectory
-from understanding.report import SUMMARY_JSON, summarize, write_report
-from vidlab.distributed import RunConfig
-from vidlab.identity import fingerprint_file, fingerprint_or_none
+from vidlab.understanding.env import Trajectory
+from vidlab.understanding.report import SUMMARY_JSON, summarize, write_report
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def eval_identity(cfg: EvalConfig, command: str = "eval-qa") -> dict[str, Any]:
 def policy_clip_model(policy: str) -> str | None:
     """The CLIP model a policy ships with, or None: its registered class's optional ``clip_model(rest)``
     (``toy:shipped`` -> the shipped toy CLIP; ``toy:DIR`` -> ``DIR/clip`` when it is there)."""
-    from understanding.policies.registry import get_policy_class, split_spec
+    from vidlab.understanding.policies.registry import get_policy_class, split_spec
 
     scheme, rest = split_spec(policy)
     own = getattr(get_policy_class(scheme, policy), "clip_model", None)
@@ -158,7 +158,7 @@ def resolve_clip_model(clip_model: str | None, policy: str) -> str | None:
 
 def agent_tools(clip_model: str | None) -> list[str]:
     """The tools an agent episode offers: ``uniform_sample`` always, ``clip_sample`` with a CLIP model."""
-    from understanding import protocol as P
+    from vidlab.understanding import protocol as P
 
     return [P.UNIFORM, P.CLIP] if clip_model else [P.UNIFORM]
 
@@ -171,11 +171,11 @@ def strategy_identity(common: dict[str, Any], strategy: str) -> dict[str, Any]:
 class QAWorker:
     """Answers benchmark questions with one policy and one strategy; stateful (model loaded once per worker).
 
-    ``settings`` say how (:class:`~understanding.config.QASettings`); ``policy`` is a ready policy object that
+    ``settings`` say how (:class:`~vidlab.understanding.config.QASettings`); ``policy`` is a ready policy object that
     takes the place of ``settings.policy`` (in-process runs, tests)."""
 
     def __init__(self, settings: QASettings, policy: Any = None):
-        from understanding.policies import load_policy
+        from vidlab.understanding.policies import load_policy
 
         clip = resolve_clip_model(settings.clip_model, settings.policy)  # "auto" / "none" -> a spec or None
         if clip != settings.clip_model:
@@ -184,7 +184,7 @@ class QAWorker:
         self.settings = settings
         self.strategy = settings.strategy
         if self.strategy != AGENT:
-            from understanding.policies.baselines import BaselineSpec
+            from vidlab.understanding.policies.baselines import BaselineSpec
 
             self.baseline: Any = BaselineSpec.parse(self.strategy)
         else:
@@ -214,14 +214,14 @@ class QAWorker:
 
     def judge(self) -> Any:
         if self._judge is None:
-            from understanding.judge import load_judge
+            from vidlab.understanding.judge import load_judge
 
             self._judge = load_judge(self.judge_spec)
         return self._judge
 
     def _clip_agent(self, video_path: str, reader: Any) -> Any:
-        from understanding.agents import ClipAgent
         from vidlab.clip import FrameIndex
+        from vidlab.understanding.agents import ClipAgent
 
         model = self.clip_model()
         index = FrameIndex.build(
@@ -241,13 +241,13 @@ class QAWorker:
         self, video: Any, question: str, options: Sequence[str] | None = None, video_path: str | None = None
     ) -> Trajectory:
         """Run this worker's strategy on one question; ``video`` is a path or an open reader."""
-        from understanding.env import run_episode
+        from vidlab.understanding.env import run_episode
         from vidlab.video import open_video
 
         path = str(video) if video_path is None and not hasattr(video, "get_frames") else video_path
         reader = open_video(video) if not hasattr(video, "get_frames") else video
         if self.baseline is not None:
-            from understanding.policies.baselines import run_baseline
+            from vidlab.understanding.policies.baselines import run_baseline
 
             clip = self._clip_agent(str(path), reader) if self.clip_spec else None
             return run_baseline(
@@ -257,8 +257,8 @@ class QAWorker:
 
     def agents(self, reader: Any, video_path: str | None = None) -> dict[str, Any]:
         """The agents an episode on ``reader`` gets: uniform always, CLIP when a CLIP model is configured."""
-        from understanding import protocol as P
-        from understanding.agents import UniformAgent
+        from vidlab.understanding import protocol as P
+        from vidlab.understanding.agents import UniformAgent
 
         agents: dict[str, Any] = {
             P.UNIFORM: UniformAgent(
@@ -466,10 +466,10 @@ def run_eval(
     Every input is validated first (strategies, policy spec, CLIP spec, benchmark copy); then ``cfg.out`` is taken
     (its lock, and the identity check: a folder made with other settings or other data is refused with a
     ``JobIdentityError`` naming what differs), and only then is anything written into it."""
-    from understanding.policies import check_policy_spec
     from vidlab.config import save_resolved
     from vidlab.distributed import open_job
     from vidlab.io import atomic_write_text
+    from vidlab.understanding.policies import check_policy_spec
 
     if policy is None:
         check_policy_spec(cfg.policy)
@@ -498,7 +498,7 @@ def run_eval(
         loaded = LoadResult(cfg.benchmark, list(items))
     qa = loaded.items if cfg.limit is None else loaded.items[: cfg.limit]
     if not qa:
-        from understanding.benchmarks import BenchmarkError
+        from vidlab.understanding.benchmarks import BenchmarkError
 
         raise BenchmarkError(cfg.data or cfg.benchmark, "no questions to evaluate")
     common = eval_identity(cfg)
@@ -508,7 +508,7 @@ def run_eval(
     elif cfg.run.backend == "local":
         # in-process: load the model once for every strategy, and before anything is written, so that a
         # model that cannot load is reported without leaving a half-made folder (Ray actors load their own)
-        from understanding.policies import load_policy
+        from vidlab.understanding.policies import load_policy
 
         policy_obj = load_policy(cfg.policy, **(cfg.policy_kwargs or {}))
     summaries: dict[str, dict[str, Any]] = {}

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from understanding.messages import Frame, Message
+from vidlab.understanding.messages import Frame, Message
 
 UNIFORM: Final = "uniform_sample"
 CLIP: Final = "clip_sample"

@@ -2,7 +2,7 @@
 category and by duration group, mean frames and tool calls, failures), the markdown tables, the accuracy-vs-frames
 plot, and the comparison of finished runs.
 
-    from understanding.report import summarize, summary_table, write_report, compare_runs
+    from vidlab.understanding.report import summarize, summary_table, write_report, compare_runs
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from understanding.config import StrategyError
+from vidlab.understanding.config import StrategyError
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"

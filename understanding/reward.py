@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from understanding import protocol as P
-from understanding.judge import Judge, load_judge
+from vidlab.understanding import protocol as P
+from vidlab.understanding.judge import Judge, load_judge
 
 FORMAT_SCORE = 0.05
 BONUS = 0.5

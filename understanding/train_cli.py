@@ -2,7 +2,7 @@
 
 ``--engine toy`` (this module) runs the toy world's whole pipeline on CPU (world -> CLIP -> SFT -> classify ->
 GRPO; see understanding/toyworld/). ``--engine trl`` and ``--engine verl`` hand the remaining arguments to
-``understanding.rl.cli`` (the real-scale trainers).
+``vidlab.understanding.rl.cli`` (the real-scale trainers).
 
     vidlab train-agent --engine toy --preset toyworld
     vidlab train-agent --engine toy --preset toyworld out=outputs/tw seed=1 grpo.steps=20 --ablation
@@ -57,8 +57,8 @@ def _toy_parser() -> argparse.ArgumentParser:
 
 
 def toy_main(argv: list[str]) -> int:
-    from understanding.toyworld.train import ToyTrainConfig, export_weights, run
     from vidlab.config import config_from_args
+    from vidlab.understanding.toyworld.train import ToyTrainConfig, export_weights, run
 
     args = _toy_parser().parse_args(argv)
     cfg = config_from_args(ToyTrainConfig, args, {"progress": False if args.no_progress else None})
@@ -79,16 +79,16 @@ def toy_main(argv: list[str]) -> int:
 
 def _delegate(engine: str, argv: list[str]) -> int:
     try:
-        mod = importlib.import_module("understanding.rl.cli")
+        mod = importlib.import_module("vidlab.understanding.rl.cli")
     except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("understanding.rl"):
+        if e.name and e.name.startswith("vidlab.understanding.rl"):
             raise EngineUnavailableError(
-                f"--engine {engine}: understanding.rl.cli is not available in this installation"
+                f"--engine {engine}: vidlab.understanding.rl.cli is not available in this installation"
             ) from e
         raise
     fn = getattr(mod, f"{engine}_main", None)
     if fn is None:
-        raise EngineUnavailableError(f"--engine {engine}: understanding.rl.cli has no {engine}_main")
+        raise EngineUnavailableError(f"--engine {engine}: vidlab.understanding.rl.cli has no {engine}_main")
     return int(fn(argv) or 0)
 
 

@@ -33,7 +33,7 @@ def debug_enabled(argv: Sequence[str] | None = None) -> bool:
 
 
 # the packages whose log records a command shows (WARNING and above)
-LOGGERS = ("vidlab", "generation", "understanding", "demos")
+LOGGERS = ("vidlab",)  # vidlab.generation, vidlab.understanding and vidlab.demos log beneath it
 
 
 class _StderrLines(logging.Handler):

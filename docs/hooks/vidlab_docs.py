@@ -11,6 +11,9 @@
 - A link or image that leaves ``docs/`` for a file of the repository (``../../generation/toyworld/figures/x.png``,
   a path that also works when the Markdown is read on a code host) is served from a copy under ``_repo/`` in the
   site. A link to a file that does not exist is left alone, so the strict build reports it.
+- The API reference names modules as installed (``vidlab.generation.pipeline``), but the checkout keeps the areas
+  beside ``vidlab/`` (pyproject's package mapping joins them). mkdocstrings reads source statically, so the build
+  reads it from ``build/docs-src/vidlab/``: links to ``vidlab/``'s entries and to the area folders, as installed.
 """
 
 from __future__ import annotations
@@ -33,19 +36,19 @@ REPO_PREFIX = "_repo"
 
 # (heading, how it is given, "module:Class"); nested dataclasses are expanded under their dotted key.
 CONFIGS: list[tuple[str, str, str]] = [
-    ("vidlab generate", "`--preset` from `configs/generate/`; `key=value` words", "generation.pipeline:GenerateConfig"),
-    ("vidlab compbench", "`--preset` from `configs/compbench/`; `key=value` words", "generation.compbench.config:CompbenchConfig"),
-    ("vidlab qa, eval-qa, classify", "`--preset` from `configs/qa/`; `key=value` words", "understanding.config:EvalConfig"),
+    ("vidlab generate", "`--preset` from `configs/generate/`; `key=value` words", "vidlab.generation.pipeline:GenerateConfig"),
+    ("vidlab compbench", "`--preset` from `configs/compbench/`; `key=value` words", "vidlab.generation.compbench.config:CompbenchConfig"),
+    ("vidlab qa, eval-qa, classify", "`--preset` from `configs/qa/`; `key=value` words", "vidlab.understanding.config:EvalConfig"),
     ("vidlab index", "`--preset PATH`; `key=value` words", "vidlab.clip.indexing:IndexConfig"),
-    ("vidlab train-agent --engine toy", "`--preset` from `configs/train-agent/`", "understanding.toyworld.train:ToyTrainConfig"),
-    ("vidlab train-agent --engine trl", "`--preset` from `configs/train-agent/`", "understanding.rl.trl_adapter:TrlConfig"),
-    ("vidlab train-agent --engine verl", "`--preset` from `configs/train-agent/`", "understanding.rl.verl_launch:VerlConfig"),
-    ("vidlab train-gen-toyworld", "`key=value` words", "generation.toyworld.train:TrainConfig"),
-    ("vidlab demo", "`--preset` from `configs/demo/`; `key=value` words", "demos.config:DemoConfig"),
+    ("vidlab train-agent --engine toy", "`--preset` from `configs/train-agent/`", "vidlab.understanding.toyworld.train:ToyTrainConfig"),
+    ("vidlab train-agent --engine trl", "`--preset` from `configs/train-agent/`", "vidlab.understanding.rl.trl_adapter:TrlConfig"),
+    ("vidlab train-agent --engine verl", "`--preset` from `configs/train-agent/`", "vidlab.understanding.rl.verl_launch:VerlConfig"),
+    ("vidlab train-gen-toyworld", "`key=value` words", "vidlab.generation.toyworld.train:TrainConfig"),
+    ("vidlab demo", "`--preset` from `configs/demo/`; `key=value` words", "vidlab.demos.config:DemoConfig"),
     ("vidlab synth", "flags (saved as `OUT.config.yaml`)", "vidlab.video.cli:SynthConfig"),
     ("vidlab contact-sheet", "flags (saved as `SHEET.config.yaml`)", "vidlab.video.cli:ContactSheetConfig"),
-    ("The LLM layout planner", "`plan_layout(prompt, planner=\"llm\", **kw)`", "generation.planners.llm:LLMPlannerConfig"),
-    ("The rule layout planner's geometry", "`plan_layout(prompt, **kw)`", "generation.planners.geometry:GeometryConfig"),
+    ("The LLM layout planner", "`plan_layout(prompt, planner=\"llm\", **kw)`", "vidlab.generation.planners.llm:LLMPlannerConfig"),
+    ("The rule layout planner's geometry", "`plan_layout(prompt, **kw)`", "vidlab.generation.planners.geometry:GeometryConfig"),
 ]  # fmt: skip
 
 
@@ -255,6 +258,34 @@ def _sphinx_roles(html: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- the hooks
+INSTALLED_VIEW = ROOT / "build" / "docs-src"  # mkdocs.yml: mkdocstrings' `paths`
+AREAS = ("generation", "understanding", "demos")
+
+
+def installed_view() -> Path:
+    """``build/docs-src/vidlab/``: the package as the wheel lays it out. griffe resolves links, so vidlab's own
+    modules are copied (a linked ``__init__.py`` would lead it back to the checkout's folder, which lacks the
+    areas) and its subpackages and the areas are linked."""
+    import shutil
+
+    pkg = INSTALLED_VIEW / "vidlab"
+    shutil.rmtree(INSTALLED_VIEW, ignore_errors=True)
+    pkg.mkdir(parents=True)
+    for entry in (ROOT / "vidlab").iterdir():
+        if entry.is_file() and entry.suffix == ".py":
+            shutil.copy2(entry, pkg / entry.name)
+        elif entry.is_dir() and (entry / "__init__.py").is_file() and entry.name != "_legacy":
+            (pkg / entry.name).symlink_to(entry)
+    for area in AREAS:
+        (pkg / area).symlink_to(ROOT / area)
+    return INSTALLED_VIEW
+
+
+def on_config(config: Any) -> Any:
+    installed_view()
+    return config
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if CONFIG_MARK in markdown:
         markdown = markdown.replace(CONFIG_MARK, config_reference_markdown())

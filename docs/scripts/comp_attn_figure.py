@@ -32,17 +32,17 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from matplotlib.patches import Rectangle
 
-    from generation.config import CompAttnConfig
-    from generation.pipeline import (
+    from vidlab.config import resolve
+    from vidlab.generation.config import CompAttnConfig
+    from vidlab.generation.pipeline import (
         GenerateConfig,
         generate_video,
         load_pipeline,
         model_source,
         planner_kwargs,
     )
-    from generation.planners import plan_layout
-    from generation.toyworld.metrics import judge_toyworld_videos
-    from vidlab.config import resolve
+    from vidlab.generation.planners import plan_layout
+    from vidlab.generation.toyworld.metrics import judge_toyworld_videos
 
     torch.set_num_threads(1)
     cfg = resolve(GenerateConfig, "generate/toyworld-calibrated", [])

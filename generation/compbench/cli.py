@@ -71,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from generation.compbench.config import CompbenchConfig
     from vidlab.config import config_from_args
+    from vidlab.generation.compbench.config import CompbenchConfig
 
     if not getattr(args, "preset", None):
         args.preset = "compbench/tiny"
@@ -119,7 +119,7 @@ def compbench_main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     if args.command == "metrics":
-        from generation.compbench.metrics import available, get_metric
+        from vidlab.generation.compbench.metrics import available, get_metric
 
         for name in available():
             cls = get_metric(name)
@@ -127,7 +127,7 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     cfg = _config(args)
     if args.command == "plan":
-        from generation.compbench.jobs import plan_run
+        from vidlab.generation.compbench.jobs import plan_run
 
         res = plan_run(cfg)
         print(
@@ -137,7 +137,7 @@ def _main(args: argparse.Namespace) -> int:
             print(f"  {pid}: {err[:160]}")
         return 0 if not res.failed else 1
     if args.command == "generate":
-        from generation.compbench.jobs import generate_run
+        from vidlab.generation.compbench.jobs import generate_run
 
         check_devices(cfg)  # a GPU preset on a machine without one: one line, before Ray waits for a GPU node
 
@@ -151,7 +151,7 @@ def _main(args: argparse.Namespace) -> int:
             print(f"  failed {err['id']}: {err['type']}: {err['message'][:160]}")
         return 0 if res["status"].get("ok", 0) == res["items"] else 1
     if args.command == "score":
-        from generation.compbench.scoring import failed_items, score_run
+        from vidlab.generation.compbench.scoring import failed_items, score_run
 
         summaries = score_run(cfg, overwrite=args.overwrite)
         print(json.dumps(summaries, indent=1))
@@ -164,13 +164,13 @@ def _main(args: argparse.Namespace) -> int:
             print(f"score: {metric} failed on {n} video(s){why}; rerun the same command to retry them")
         return 1 if failed else 0
     if args.command == "report":
-        from generation.compbench.report import build_report
+        from vidlab.generation.compbench.report import build_report
 
         res = build_report(cfg)
         print(open(res["markdown"], encoding="utf-8").read())
         print(f"wrote {res['markdown']}, {res['csv']} and {res['png']}")
         return 0
-    from generation.compbench.export import export_official
+    from vidlab.generation.compbench.export import export_official
 
     res = export_official(cfg, root=args.root, allow_missing=args.allow_missing)
     print(

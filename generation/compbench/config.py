@@ -1,7 +1,7 @@
 """``CompbenchConfig``: one config for generate, score, report and export (defaults <- preset <- key=value).
 
 Presets live in ``configs/compbench/`` (``--preset compbench/tiny``, ``compbench/wan2.1-t2v-14b``,
-``compbench/wan2.2-t2v-a14b``). ``generate.*`` is a full :class:`generation.pipeline.GenerateConfig` (model,
+``compbench/wan2.2-t2v-a14b``). ``generate.*`` is a full :class:`vidlab.generation.pipeline.GenerateConfig` (model,
 size, steps, ``comp_attn``); the method decides which of SCI/LAM is on (see :data:`METHODS`).
 """
 
@@ -11,10 +11,10 @@ import copy
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from generation.config import CompAttnConfig
-from generation.pipeline import GenerateConfig
 from vidlab.config import ConfigError, in_range
 from vidlab.distributed.config import RunConfig as BaseRunConfig
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.pipeline import GenerateConfig
 
 # method -> (Comp-Attn enabled, SCI enabled, LAM enabled). baseline is diffusers' own attention, same seed.
 # ts_attn: TS-Attn, the published sibling method (generation/ts_attn.py), run through the same processor with

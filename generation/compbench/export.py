@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from generation.compbench.config import CompbenchConfig
 from vidlab.errors import UserError
+from vidlab.generation.compbench.config import CompbenchConfig
 
 
 class ExportError(UserError):
@@ -25,7 +25,7 @@ def export_official(
     cfg: CompbenchConfig, root: str | os.PathLike | None = None, allow_missing: bool = False
 ) -> dict[str, Any]:
     """Link/copy the chosen seed's videos into the official layout; returns counts and the root."""
-    from generation.compbench.jobs import read_manifest
+    from vidlab.generation.compbench.jobs import read_manifest
     from vidlab.io import atomic_tmp_path, commit_tmp
 
     out = Path(cfg.out)

@@ -15,10 +15,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from generation.compbench.config import CompbenchConfig
-from generation.compbench.planning import layout_path, plan_all
-from generation.compbench.suite import Prompt, Suite, load_suite
-from generation.config import LAMConfig
+from vidlab.generation.compbench.config import CompbenchConfig
+from vidlab.generation.compbench.planning import layout_path, plan_all
+from vidlab.generation.compbench.suite import Prompt, Suite, load_suite
+from vidlab.generation.config import LAMConfig
 
 GEN_DIR = "gen"
 MANIFEST = "manifest.jsonl"
@@ -117,8 +117,8 @@ def check_devices(cfg: CompbenchConfig) -> None:
     """Refuse GPU settings this machine cannot meet, up front and in one line (before planning, before Ray
     would wait forever for a GPU node): ``run.gpus_per_worker`` > 0 with no local GPU and no cluster
     (``RAY_ADDRESS``), or a ``generate.device`` the machine does not have."""
-    from generation.pipeline import check_device
     from vidlab.devices import require_local_gpus
+    from vidlab.generation.pipeline import check_device
 
     require_local_gpus(
         cfg.run.gpus_per_worker,
@@ -136,13 +136,13 @@ def generate_run(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Plan, then generate every item (see the module docstring); returns a summary dict."""
-    from generation.compbench.worker import CompbenchWorker
     from vidlab.distributed import open_job, run_job
+    from vidlab.generation.compbench.worker import CompbenchWorker
     from vidlab.io import sweep_stale
 
     cfg.check()
     check_devices(cfg)
-    from generation.pipeline import check_geometry
+    from vidlab.generation.pipeline import check_geometry
 
     check_geometry(cfg.generate)  # size/frames against the model's token grid, where it can be read unloaded
     suite, prompts = select_prompts(cfg)
@@ -216,7 +216,7 @@ def plan_run(cfg: CompbenchConfig) -> Any:
 def _planner_kwargs(cfg: Any) -> dict[str, Any] | None:
     """The generate preset's planner options for this job's planner (the toy world's box cap), as
     ``vidlab generate`` plans them."""
-    from generation.pipeline import planner_kwargs
+    from vidlab.generation.pipeline import planner_kwargs
 
     return planner_kwargs(dataclasses.replace(cfg.generate, planner=cfg.planner))
 
@@ -284,7 +284,7 @@ def write_manifest(cfg: CompbenchConfig, items: list[dict[str, Any]] | None = No
 def read_manifest(out: str | Path) -> list[dict[str, Any]]:
     import json
 
-    from generation.compbench.suite import SuiteError
+    from vidlab.generation.compbench.suite import SuiteError
 
     path = Path(out) / MANIFEST
     if not path.is_file():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generation.compbench.suite import Prompt
+from vidlab.generation.compbench.suite import Prompt
 
 
 @dataclass
@@ -31,7 +31,7 @@ def layout_path(out: str | os.PathLike, prompt_id: str) -> Path:
 
 def load_layout(path: Path) -> Any | None:
     """The layout in ``path``, or None if it is missing or unreadable (it is then planned again)."""
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     try:
         return Layout.load(path)
@@ -50,7 +50,7 @@ def plan_all(
     """Plan (or reuse) the layout of every prompt; see the module docstring."""
     from tqdm.auto import tqdm
 
-    from generation.planners import plan_layout
+    from vidlab.generation.planners import plan_layout
     from vidlab.io import atomic_write_json, atomic_write_text, sweep_stale
 
     folder = Path(out) / "layouts"

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from generation.compbench.config import CompbenchConfig
-from generation.compbench.suite import CATEGORIES
 from vidlab.errors import UserError
+from vidlab.generation.compbench.config import CompbenchConfig
+from vidlab.generation.compbench.suite import CATEGORIES
 
 BY_CATEGORY = [c.key for c in CATEGORIES]
 SCORES_DIR = "scores"  # = scoring.SCORES (not imported: scoring loads the metric registry)
@@ -545,8 +545,8 @@ def bar_chart(rows: list[dict[str, Any]], metric: str, path: Path) -> Path | Non
 
 
 def build_report(cfg: CompbenchConfig) -> dict[str, Any]:
-    from generation.compbench.jobs import read_manifest
-    from generation.compbench.scoring import SCORES, read_scores
+    from vidlab.generation.compbench.jobs import read_manifest
+    from vidlab.generation.compbench.scoring import SCORES, read_scores
     from vidlab.io import atomic_write_text
 
     out = Path(cfg.out)

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from generation.compbench.config import CompbenchConfig, ScoreConfig
-from generation.compbench.metrics import MetricError, VideoContext, get_metric
+from vidlab.generation.compbench.config import CompbenchConfig, ScoreConfig
+from vidlab.generation.compbench.metrics import MetricError, VideoContext, get_metric
 
 SCORES = "scores"
 
@@ -24,8 +24,8 @@ class ScoreWorker:
     """Builds one metric (its model loads once) and scores manifest rows with it."""
 
     def __init__(self, metric: str, score: dict[str, Any], data: str, out: str) -> None:
-        from generation.compbench.suite import load_suite
         from vidlab.config import from_dict
+        from vidlab.generation.compbench.suite import load_suite
 
         self.cfg = from_dict(ScoreConfig, score)
         self.suite = load_suite(data or None)
@@ -45,7 +45,7 @@ class ScoreWorker:
 
 def score_items(cfg: CompbenchConfig) -> list[dict[str, Any]]:
     """The finished videos, from a manifest rebuilt from the job records (a killed run left an old one)."""
-    from generation.compbench.jobs import write_manifest
+    from vidlab.generation.compbench.jobs import write_manifest
 
     out = Path(cfg.out)
     items = []
@@ -70,8 +70,8 @@ def score_items(cfg: CompbenchConfig) -> list[dict[str, Any]]:
 
 def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
     """Run every metric of ``cfg.score.metrics`` (see module docstring); returns per-metric summaries."""
-    from generation.compbench.suite import load_suite
     from vidlab.distributed import make_identity, read_job, run_job
+    from vidlab.generation.compbench.suite import load_suite
     from vidlab.io import atomic_write_json, atomic_write_text
 
     for name in cfg.score.metrics:
@@ -125,7 +125,7 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
             "errors": errors or summary.errors[:3],
         }
     if cfg.score.ingest:
-        from generation.compbench.official.csv_ingest import ingest_dir
+        from vidlab.generation.compbench.official.csv_ingest import ingest_dir
 
         official = ingest_dir(cfg.score.ingest, cfg.methods)
         atomic_write_json(out / SCORES / "official.json", official)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from generation.compbench.worker import CompbenchWorker
+from vidlab.generation.compbench.worker import CompbenchWorker
 
 
 class HangOnceWorker(CompbenchWorker):

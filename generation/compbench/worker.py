@@ -1,6 +1,6 @@
 """``CompbenchWorker``: one Wan pipeline per worker (Ray actor or in-process), every method run on it.
 
-The pipeline is loaded once in ``__init__``; each ``process(item)`` runs ``generation.pipeline.generate_video``
+The pipeline is loaded once in ``__init__``; each ``process(item)`` runs ``vidlab.generation.pipeline.generate_video``
 with the item's method (baseline = diffusers' own attention), seed and pre-planned layout file (Comp-Attn is
 installed and removed again around the call: the very same processors come back), and writes the mp4 atomically
 (``vidlab.io.atomic_path``): a killed worker never leaves a file under the final name.
@@ -32,7 +32,7 @@ def peak_memory() -> dict[str, float]:
 
 def measure(maps: Any) -> dict[str, Any]:
     """The non-circular layout-faithfulness figures of one generation (or the reason there are none)."""
-    from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
+    from vidlab.generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness
 
     if maps is None:
         return {"error": "no attention maps were captured"}
@@ -46,8 +46,8 @@ class CompbenchWorker:
     """Generates compbench items; ``generate`` is a GenerateConfig as a dict, ``out`` the run folder."""
 
     def __init__(self, generate: dict[str, Any], out: str, measure_layout: bool = False) -> None:
-        from generation.pipeline import GenerateConfig, load_pipeline
         from vidlab.config import from_dict
+        from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
         self.cfg = from_dict(GenerateConfig, generate)
         self.out = Path(out)
@@ -61,9 +61,9 @@ class CompbenchWorker:
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        from generation.compbench.config import method_comp_attn
-        from generation.layout import Layout
-        from generation.pipeline import generate_video
+        from vidlab.generation.compbench.config import method_comp_attn
+        from vidlab.generation.layout import Layout
+        from vidlab.generation.pipeline import generate_video
         from vidlab.io import atomic_path
         from vidlab.video import write_video
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from generation.layout import Layout
-from generation.subjects import find_phrase_spans
+from vidlab.generation.layout import Layout
+from vidlab.generation.subjects import find_phrase_spans
 
 PLANNERS = ("rule", "llm", "file")
 
@@ -24,15 +24,15 @@ def plan_layout(prompt: str, planner: str = "rule", **kw: Any) -> Layout:
             raise ValueError(f"subjects must be a list of non-empty phrases, got {subjects!r}")
         find_phrase_spans(prompt, list(subjects))
     if planner == "rule":
-        from generation.planners.rule import plan_rule
+        from vidlab.generation.planners.rule import plan_rule
 
         return plan_rule(prompt, **kw)
     if planner == "llm":
-        from generation.planners.llm import plan_llm
+        from vidlab.generation.planners.llm import plan_llm
 
         return plan_llm(prompt, **kw)
     if planner == "file":
-        from generation.planners.file import plan_file
+        from vidlab.generation.planners.file import plan_file
 
         return plan_file(prompt, **kw)
     raise ValueError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")

@@ -1,4 +1,4 @@
-"""``python -m generation.planners "prompt"``: plan a layout, print it as JSON, optionally save it with PNG overlays."""
+"""``python -m vidlab.generation.planners "prompt"``: plan a layout, print it as JSON, optionally save it with PNG overlays."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ import sys
 from pathlib import Path
 
 EPILOG = """examples:
-  python -m generation.planners "three cats on the left of a red car"
-  python -m generation.planners "a ball rolls from left to right" --out layouts/ball --width 832 --height 480
-  python -m generation.planners "a dog near a cat" --subjects dog cat
+  python -m vidlab.generation.planners "three cats on the left of a red car"
+  python -m vidlab.generation.planners "a ball rolls from left to right" --out layouts/ball --width 832 --height 480
+  python -m vidlab.generation.planners "a dog near a cat" --subjects dog cat
   VIDLAB_OPENAI_BASE_URL=http://localhost:8000/v1 VIDLAB_LLM_MODEL=Qwen2.5-7B-Instruct \\
-      python -m generation.planners "a kite above a boy" --planner llm --cache refresh
-  python -m generation.planners "a kite above a boy" --planner file --path my_layout.yaml
+      python -m vidlab.generation.planners "a kite above a boy" --planner llm --cache refresh
+  python -m vidlab.generation.planners "a kite above a boy" --planner file --path my_layout.yaml
 """
 
 
 def main(argv: list[str] | None = None) -> int:
     """Plan, print, save; exit 2 on bad input."""
     ap = argparse.ArgumentParser(
-        prog="python -m generation.planners",
+        prog="python -m vidlab.generation.planners",
         description="Plan a keyframed box layout for a text-to-video prompt.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from generation.planners import plan_layout
+    from vidlab.generation.planners import plan_layout
 
     kw: dict = {}
     if args.subjects:

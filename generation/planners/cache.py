@@ -1,9 +1,9 @@
 """The LLM planner's plan cache: one JSON layout per (prompt, model, planner version, subjects) key.
 
-Only a plan that passed every check unmodified is written (``generation.planners.llm``); this module
+Only a plan that passed every check unmodified is written (``vidlab.generation.planners.llm``); this module
 reads, writes (atomically), lists and clears the folder: ``vidlab.paths.cache_dir("plans")``, i.e.
 ``$VIDLAB_CACHE_DIR/plans`` (the deprecated ``VIDLAB_LLM_CACHE_DIR`` still names it, with a warning).
-``vidlab plan-cache list|clear`` is the command over it (``generation.planners.cache_cli``).
+``vidlab plan-cache list|clear`` is the command over it (``vidlab.generation.planners.cache_cli``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from generation.layout import Layout, LayoutError
+from vidlab.generation.layout import Layout, LayoutError
 
 CACHE_MODES = ("on", "off", "refresh")  # read+write | neither | write only (ask again, keep the new plan)
 

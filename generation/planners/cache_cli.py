@@ -1,6 +1,6 @@
 """``vidlab plan-cache list|clear``: show and empty the LLM layout planner's plan cache.
 
-The cache holds only plans that passed every check unmodified (``generation.planners.llm``), one JSON
+The cache holds only plans that passed every check unmodified (``vidlab.generation.planners.llm``), one JSON
 layout per (prompt, model, planner version, subjects), in ``$VIDLAB_CACHE_DIR/plans`` (``--cache-dir``
 elsewhere). ``list`` prints one line per plan: when it was written, its size, the model, the planner
 version, the subject count and the prompt. ``clear`` removes them all, or those of ``--model`` and/or with
@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def plan_cache_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab plan-cache``; returns the exit status."""
-    from generation.planners.cache import PlanCache, default_cache_dir
     from vidlab.errors import UserError
+    from vidlab.generation.planners.cache import PlanCache, default_cache_dir
 
     args = _parser().parse_args(argv)
     folder = args.cache_dir or default_cache_dir()

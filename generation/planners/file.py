@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from generation.layout import Layout, LayoutError
-from generation.subjects import find_phrase_spans
+from vidlab.generation.layout import Layout, LayoutError
+from vidlab.generation.subjects import find_phrase_spans
 
 
 def plan_file(prompt: str, path: str | Path | None = None, subjects: list[str] | None = None) -> Layout:

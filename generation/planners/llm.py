@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generation.errors import GenerationInputError
-from generation.layout import (
+from vidlab.generation.errors import GenerationInputError
+from vidlab.generation.layout import (
     MIN_MOTION,
     MOTION_RELATIONS,
     RELATIONS,
@@ -51,8 +51,8 @@ from generation.layout import (
     box_relation_holds,
     clamp_box,
 )
-from generation.planners.cache import CACHE_MODES, PlanCache, default_cache_dir
-from generation.subjects import SubjectNotFoundError, find_phrase_spans
+from vidlab.generation.planners.cache import CACHE_MODES, PlanCache, default_cache_dir
+from vidlab.generation.subjects import SubjectNotFoundError, find_phrase_spans
 from vidlab.http import EndpointError
 
 PLANNER_VERSION = "llm-2"  # llm-1 plans (cached before the checks existed) are never read again
@@ -326,7 +326,7 @@ def _parse_reply(prompt: str, text: str, subjects: list[str] | None) -> tuple[La
                 raise LLMPlannerError(
                     f"subject {i} has count {count}; at most {MAX_COPIES} copies are allowed"
                 )
-            from generation.planners.geometry import split_copies
+            from vidlab.generation.planners.geometry import split_copies
 
             per_kf = [split_copies(tuple(kf["box"]), count, 0.08) for kf in dedup]
             for c in range(count):
@@ -430,7 +430,7 @@ def _holds(layout: Layout, a: list[int], relation: str, b: list[int] | None) -> 
 def prompt_problems(prompt: str, layout: Layout, subjects: list[str] | None = None) -> list[str]:
     """Where ``layout`` contradicts ``prompt`` (empty: it fits): subject counts, the relations and motions
     the prompt states (as the rule planner's parser reads them), and the relations the layout declares."""
-    from generation.planners.parse import parse
+    from vidlab.generation.planners.parse import parse
 
     explicit = None
     if subjects is not None:
@@ -527,7 +527,7 @@ def excerpt(text: str, limit: int = REPAIR_EXCERPT_CHARS) -> str:
 def _fallback(prompt: str, subjects: list[str] | None, reason: str, cfg: LLMPlannerConfig) -> Layout:
     if not cfg.fallback:
         raise EndpointError(str(cfg.base_url), reason, 200)
-    from generation.planners.rule import plan_rule
+    from vidlab.generation.planners.rule import plan_rule
 
     warnings.warn(
         f"llm planner failed ({reason}); using the rule planner instead", PlannerWarning, stacklevel=3

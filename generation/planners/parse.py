@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from generation.planners import lexicon as lx
+from vidlab.generation.planners import lexicon as lx
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*|[,;.!?:]")
 

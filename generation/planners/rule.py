@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
-from generation.layout import Layout, Relation, SubjectLayout
-from generation.planners.geometry import GeometryConfig, arrange, cap_box
-from generation.planners.parse import parse
-from generation.subjects import find_phrase_spans
+from vidlab.generation.layout import Layout, Relation, SubjectLayout
+from vidlab.generation.planners.geometry import GeometryConfig, arrange, cap_box
+from vidlab.generation.planners.parse import parse
+from vidlab.generation.subjects import find_phrase_spans
 
 PLANNER_VERSION = "rule-1"
 

@@ -1,4 +1,4 @@
-"""``vidlab train-gen-toyworld``: train the toy world's Wan (``generation.toyworld.train``) and draw its training figure.
+"""``vidlab train-gen-toyworld``: train the toy world's Wan (``vidlab.generation.toyworld.train``) and draw its training figure.
 
 The library module trains and returns the pipeline folder; this module parses the command line, prints where the
 result went, and plots the loss curve beside the gate figures recorded at checkpoints (in steps) as a PNG.
@@ -147,8 +147,8 @@ def plot_training(meta: dict[str, Any], path: str | Path) -> Path:
 
 def train_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab train-gen-toyworld``."""
-    from generation.toyworld.train import TrainConfig, _ckpt_root, train
     from vidlab.config import config_from_args
+    from vidlab.generation.toyworld.train import TrainConfig, _ckpt_root, train
 
     args = _parser().parse_args(argv)
     cfg = config_from_args(TrainConfig, args)
@@ -159,7 +159,7 @@ def train_main(argv: list[str] | None = None) -> int:
         return 0
     fig = Path(args.figure) if args.figure else Path(out).parent / f"{Path(out).name}-training.png"
     if args.gates:
-        from generation.toyworld.gates import record_gates
+        from vidlab.generation.toyworld.gates import record_gates
 
         g = record_gates(out)
         print(

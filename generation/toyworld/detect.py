@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from generation.toyworld.world import PALETTE
+from vidlab.generation.toyworld.world import PALETTE
 
 _NAMES = list(PALETTE)
 _COLOURS = np.array([PALETTE[c] for c in _NAMES], dtype=np.float32)

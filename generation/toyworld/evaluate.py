@@ -1,6 +1,6 @@
 """Evaluation glue: load the trained toy-world Wan, generate with or without Comp-Attn, score with the detector.
 
-``load_toyworld_pipeline(model)`` goes through ``generation.pipeline.load_pipeline`` (the code path of ``vidlab generate``).
+``load_toyworld_pipeline(model)`` goes through ``vidlab.generation.pipeline.load_pipeline`` (the code path of ``vidlab generate``).
 ``METHODS`` names the compared settings. An ``EvalItem`` is one prompt with how its layout is made: the rule
 planner's (multi-subject prompts), or for single-subject position items a box on the LEFT or RIGHT third
 (``side_layout``). ``item_layout(item, method)`` gives the layout a method is fed: the ``placebo`` gets a layout that
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from generation.toyworld.metrics import layout_iou, score_video, subject_centre, toward_box
-from generation.toyworld.model import WEIGHTS_DIR
-from generation.toyworld.world import WorldConfig
+from vidlab.generation.toyworld.metrics import layout_iou, score_video, subject_centre, toward_box
+from vidlab.generation.toyworld.model import WEIGHTS_DIR
+from vidlab.generation.toyworld.world import WorldConfig
 
 METHODS = ("baseline", "sci", "lam", "both", "placebo")
 SIDES = ("left", "right")
@@ -70,8 +70,8 @@ class SamplingConfig:
     @classmethod
     def from_model(cls, model: str | Path | None = None) -> SamplingConfig:
         """Defaults, with the sampling settings the model folder records (``toyworld.json``'s ``generate`` entry,
-        read and checked by ``generation.pipeline.model_settings``, as ``vidlab generate`` reads them)."""
-        from generation.pipeline import model_settings
+        read and checked by ``vidlab.generation.pipeline.model_settings``, as ``vidlab generate`` reads them)."""
+        from vidlab.generation.pipeline import model_settings
 
         path = Path(model) if model is not None else WEIGHTS_DIR
         out = cls()
@@ -114,14 +114,14 @@ def single_items(prompts: Sequence[str], both_sides: bool = True) -> list[EvalIt
 
 def planned_layout(prompt: str, max_box: float = 1.0) -> Any:
     """The rule planner's layout of ``prompt``, boxes capped at ``max_box`` (what ``vidlab generate`` plans)."""
-    from generation.planners import plan_layout
+    from vidlab.generation.planners import plan_layout
 
     return plan_layout(prompt, planner="rule", **({"max_box": max_box} if max_box < 1.0 else {}))
 
 
 def side_layout(prompt: str, side: str) -> Any:
     """The rule planner's layout of a single-subject prompt with its box moved to the ``side`` third."""
-    from generation.planners import plan_layout
+    from vidlab.generation.planners import plan_layout
 
     if side not in SIDE_BOXES:
         raise ValueError(f"side must be one of {sorted(SIDE_BOXES)}, got {side!r}")
@@ -148,7 +148,7 @@ def item_layout(item: EvalItem, method: str, max_box: float = 1.0) -> tuple[Any,
 
 def load_toyworld_pipeline(model: str | Path | None = None):
     """The trained toy-world pipeline (default: the shipped weights) on CPU, loaded like ``vidlab generate`` does."""
-    from generation.pipeline import GenerateConfig, load_pipeline
+    from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
     path = Path(model) if model is not None else WEIGHTS_DIR
     if not (path / "model_index.json").is_file():
@@ -184,7 +184,7 @@ def comp_config(
     ``sci_strength`` / ``step_fraction`` (None: the config default) and ``overrides`` (``{"lam.alpha_max": 4}``)
     change the paper-faithful defaults; every value goes through the config's own validation.
     """
-    from generation.config import CompAttnConfig
+    from vidlab.generation.config import CompAttnConfig
 
     cfg = CompAttnConfig()
     ov: dict[str, Any] = dict(overrides or {})
@@ -219,7 +219,7 @@ def _with_keyframes(s: Any, keyframes: Any) -> Any:
 
 def swapped_layout(layout: Any) -> Any:
     """A layout that contradicts the prompt: two groups swap boxes; a single group is mirrored left-right."""
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     subs = list(layout.subjects)
     groups: list[list[int]] = []
@@ -241,7 +241,7 @@ def swapped_layout(layout: Any) -> Any:
 
 def mirrored_layout(layout: Any) -> Any:
     """Every box mirrored through the frame's centre (both axes): the 2-D items' placebo."""
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     new = [
         _with_keyframes(s, [(t, (1 - b[2], 1 - b[3], 1 - b[0], 1 - b[1])) for t, b in s.keyframes])
@@ -363,7 +363,7 @@ def run_method(
     day), so a time ratio pairs only records of one run."""
     from tqdm.auto import tqdm
 
-    from generation.pipeline import GenerateConfig, generate_video
+    from vidlab.generation.pipeline import GenerateConfig, generate_video
 
     s = sampling or SamplingConfig()
     cfg = comp_config(method, sci_strength, step_fraction, overrides)
@@ -429,8 +429,8 @@ def colour_relation(
     each subject's colour (any shape), the relation holding between their centres in at least ``share`` of the
     frames. (None, None) for captions that are not two-subject relations or name one colour twice. It separates
     layout control (where each colour goes) from the shape the model draws there."""
-    from generation.toyworld.metrics import OPPOSITE, relation_holds
-    from generation.toyworld.world import parse_caption
+    from vidlab.generation.toyworld.metrics import OPPOSITE, relation_holds
+    from vidlab.generation.toyworld.world import parse_caption
 
     p = parse_caption(caption)
     if p.kind != "relation" or len(p.subjects) != 2 or p.subjects[0][0] == p.subjects[1][0]:
@@ -450,7 +450,7 @@ def colour_relation(
 
 def score_record(item: EvalItem, frames: np.ndarray, given: Any, real: Any) -> dict[str, Any]:
     """The detector's verdict on one video: ``VideoScore`` vs the given layout, IoU vs the true one, the position."""
-    from generation.toyworld.detect import detect_video
+    from vidlab.generation.toyworld.detect import detect_video
 
     dets = detect_video(frames)
     sc = score_video(item.prompt, frames, layout=given, detections=dets)
@@ -506,7 +506,7 @@ def two_subject_error(
     error), and ``foreign`` -- its colour drawn with a shape the caption does not name (mean over the two such
     shapes); ``subjects`` -- per subject [told shape, the other's shape, the shapes its colour is drawn as].
     """
-    from generation.toyworld.world import SHAPES, parse_caption
+    from vidlab.generation.toyworld.world import SHAPES, parse_caption
 
     p = parse_caption(caption)
     if p.kind != "relation" or len(p.subjects) != 2:

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from generation.subjects import model_text_length
-from generation.toyworld.detect import detect_frame
-from generation.toyworld.metrics import score_video
-from generation.toyworld.world import (
+from vidlab.generation.subjects import model_text_length
+from vidlab.generation.toyworld.detect import detect_frame
+from vidlab.generation.toyworld.metrics import score_video
+from vidlab.generation.toyworld.world import (
     KINDS,
     WorldConfig,
     all_captions,
@@ -272,7 +272,7 @@ def record_gates(
 
     from diffusers import WanPipeline
 
-    from generation.toyworld.evaluate import SamplingConfig
+    from vidlab.generation.toyworld.evaluate import SamplingConfig
     from vidlab.io import atomic_write_json
 
     folder = Path(pipeline_dir)
@@ -281,7 +281,7 @@ def record_gates(
     guidance = own.guidance if guidance is None else guidance
     meta_path = folder / "toyworld.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    from generation.pipeline import import_own_components
+    from vidlab.generation.pipeline import import_own_components
 
     import_own_components(folder)  # a MiniLM text encoder's module
     pipe = WanPipeline.from_pretrained(folder)

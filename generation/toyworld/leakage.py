@@ -31,7 +31,7 @@ StatesFn = Callable[[list[str]], list[Any]]
 
 def two_subject_prompts(prompts: Sequence[str] | None = None) -> list[str]:
     """Relation prompts whose two subjects differ in colour and in shape (default: every such grammar caption)."""
-    from generation.toyworld.world import all_captions, parse_caption
+    from vidlab.generation.toyworld.world import all_captions, parse_caption
 
     out = []
     for p in prompts if prompts is not None else all_captions("relation"):
@@ -47,7 +47,7 @@ def two_subject_prompts(prompts: Sequence[str] | None = None) -> list[str]:
 
 def _positions(prompt: str) -> tuple[tuple[int, int], tuple[int, int], list[tuple[str, str]]]:
     """Word indices (colour, shape) of subjects A and B, and the subjects."""
-    from generation.toyworld.world import parse_caption
+    from vidlab.generation.toyworld.world import parse_caption
 
     words = prompt.split()
     subs = [tuple(s[:2]) for s in parse_caption(prompt).subjects]
@@ -58,7 +58,7 @@ def _positions(prompt: str) -> tuple[tuple[int, int], tuple[int, int], list[tupl
 
 def _replacement(prompt: str, k: int, shape: bool = False) -> str:
     """A colour (``shape``: a shape) neither subject has (the ``k``-th such, cyclically)."""
-    from generation.toyworld.world import COLOURS, SHAPES
+    from vidlab.generation.toyworld.world import COLOURS, SHAPES
 
     words = set(prompt.split())
     free = [c for c in (SHAPES if shape else COLOURS) if c not in words]
@@ -155,7 +155,7 @@ def pipeline_states_fn(pipe: Any) -> StatesFn:
 
 def minilm_states_fn() -> StatesFn:
     """Word states of the frozen MiniLM's last layer (384-d; the ``minilm`` extra)."""
-    from generation.toyworld.minilm import load_tokenizer, minilm_states
+    from vidlab.generation.toyworld.minilm import load_tokenizer, minilm_states
 
     tok = load_tokenizer()
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from generation.toyworld.detect import Detection, DetectorConfig, box_iou, detect_video
-from generation.toyworld.world import COLOURS, PLURAL, SHAPES, parse_caption
+from vidlab.generation.toyworld.detect import Detection, DetectorConfig, box_iou, detect_video
+from vidlab.generation.toyworld.world import COLOURS, PLURAL, SHAPES, parse_caption
 
 OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 

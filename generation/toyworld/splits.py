@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from generation.toyworld.world import all_captions
+from vidlab.generation.toyworld.world import all_captions
 
 SPLIT_SEED = 12
 TEST_RELATIONS, TEST_COUNTS = 188, 12

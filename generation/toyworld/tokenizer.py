@@ -16,8 +16,8 @@ import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from generation.toyworld.world import vocabulary
 from vidlab.errors import UserError
+from vidlab.generation.toyworld.world import vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerFast
@@ -32,7 +32,7 @@ def build_word_tokenizer(
     """The word-level tokenizer over ``words`` (default: the grammar's vocabulary).
 
     ``model_max_length`` is saved with it and is the prompt length the pipeline's transformer was trained with:
-    vidlab encodes prompts at that length (``generation.subjects.model_text_length``).
+    vidlab encodes prompts at that length (``vidlab.generation.subjects.model_text_length``).
     """
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast

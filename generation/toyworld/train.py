@@ -26,7 +26,7 @@ Stages 3 and 4 use a constant learning rate after warm-up, so a run with more st
 ``dit_anneal_lr`` (a checkpoint inside that phase resumes only with the same start and rate).
 
 The result is a diffusers ``WanPipeline`` folder (safetensors) at ``out``; ``vidlab generate --model DIR`` loads it.
-The command line (``vidlab train-gen-toyworld``) and the training figure live in ``generation.toyworld.cli``.
+The command line (``vidlab train-gen-toyworld``) and the training figure live in ``vidlab.generation.toyworld.cli``.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from generation.subjects import WAN_TEXT_LENGTH
-from generation.toyworld.model import ModelConfig
 from vidlab.errors import UserError
+from vidlab.generation.subjects import WAN_TEXT_LENGTH
+from vidlab.generation.toyworld.model import ModelConfig
 
 STAGES = ("vae", "latents", "vaedec", "dit")
 TEXT_ENCODERS = ("umt5", "minilm")
@@ -120,7 +120,7 @@ class TrainConfig:
     dit_te_lr_scale: float = 1.0
     # "umt5": the toy UMT5 over the word tokenizer (the shipped model); "minilm": the frozen pretrained
     # all-MiniLM-L6-v2 (the ``minilm`` extra) through a linear projection into ``model.text_dim``
-    # (``generation.toyworld.minilm``), its own WordPiece tokenizer; with train_text_encoder=true only the
+    # (``vidlab.generation.toyworld.minilm``), its own WordPiece tokenizer; with train_text_encoder=true only the
     # projection trains. From a UMT5 ``init_from`` the projection starts as the least-squares map onto that
     # folder's UMT5 states over the training captions
     text_encoder: str = "umt5"
@@ -255,13 +255,13 @@ def load_init(cfg: TrainConfig, vocab_size: int) -> dict[str, Any]:
     from diffusers import AutoencoderKLWan, WanTransformer3DModel
     from transformers import UMT5EncoderModel
 
-    from generation.toyworld.model import build_text_encoder, build_transformer, build_vae
+    from vidlab.generation.toyworld.model import build_text_encoder, build_transformer, build_vae
 
     root = Path(str(cfg.init_from))
     minilm_init = init_text_encoder_kind(root) == "minilm"
     te_cls: Any = UMT5EncoderModel
     if minilm_init:
-        from generation.toyworld.minilm import MiniLMTextEncoder, build_minilm_text_encoder
+        from vidlab.generation.toyworld.minilm import MiniLMTextEncoder, build_minilm_text_encoder
 
         te_cls = MiniLMTextEncoder
     loaders = {
@@ -303,14 +303,14 @@ def build_text_parts(cfg: TrainConfig, init: dict[str, Any] | None, fit: bool = 
     """The tokenizer and text encoder stage 4 trains with (``cfg.text_encoder``), from ``init`` where given, and a
     record of how the MiniLM projection started (None otherwise). ``fit=False``: skip the least-squares start (a
     resumed run loads the projection from its checkpoint)."""
-    from generation.toyworld.model import build_text_encoder
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.model import build_text_encoder
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     word_tok = build_word_tokenizer(model_max_length=cfg.model.text_len)
     if cfg.text_encoder != "minilm":
         te = init["text_encoder"] if init else build_text_encoder(cfg.model, len(word_tok))
         return word_tok, te, None
-    from generation.toyworld.minilm import (
+    from vidlab.generation.toyworld.minilm import (
         MiniLMTextEncoder,
         build_minilm_text_encoder,
         fit_projection,
@@ -327,8 +327,8 @@ def build_text_parts(cfg: TrainConfig, init: dict[str, Any] | None, fit: bool = 
     if not fit:
         return tok, te, None
     caps = sorted({c for pool in training_captions().values() for c in pool} | {""})
-    fit = fit_projection(te, tok, word_tok, init["text_encoder"].eval(), caps)
-    return tok, te, {"projection_start": "least squares onto init_from's UMT5 states", **fit}
+    fitted = fit_projection(te, tok, word_tok, init["text_encoder"].eval(), caps)
+    return tok, te, {"projection_start": "least squares onto init_from's UMT5 states", **fitted}
 
 
 def _check_identity(st: dict, cfg: TrainConfig, stage: str, path: Path) -> None:
@@ -429,7 +429,7 @@ def _vae_batch(cfg: TrainConfig, step: int):
     """
     import torch
 
-    from generation.toyworld.world import KINDS, WorldConfig, render, sample_scene
+    from vidlab.generation.toyworld.world import KINDS, WorldConfig, render, sample_scene
 
     rng = _np_rng(cfg.seed, "vae", step)
     wc = WorldConfig(size=cfg.size, frames=cfg.frames)
@@ -449,7 +449,7 @@ def train_vae(cfg: TrainConfig, root: Path, progress: bool = True):
     import torch
     from tqdm.auto import tqdm
 
-    from generation.toyworld.model import build_vae
+    from vidlab.generation.toyworld.model import build_vae
 
     path = root / "vae.safetensors"
     torch.manual_seed(cfg.seed)
@@ -490,8 +490,8 @@ def train_vae(cfg: TrainConfig, root: Path, progress: bool = True):
 # ---- stage 2 ----------------------------------------------------------------------------------------------
 def training_captions() -> dict[str, list[str]]:
     """Captions the transformer may see, per kind (held-out validation/test captions removed)."""
-    from generation.toyworld.splits import held_out_captions
-    from generation.toyworld.world import KINDS, all_captions
+    from vidlab.generation.toyworld.splits import held_out_captions
+    from vidlab.generation.toyworld.world import KINDS, all_captions
 
     held = held_out_captions()
     return {k: [c for c in all_captions(k) if c not in held] for k in KINDS}
@@ -499,7 +499,7 @@ def training_captions() -> dict[str, list[str]]:
 
 def training_scene(cfg: TrainConfig, i: int):
     """Clip ``i`` of the fixed training set: (kind, caption, scene), the same every time it is drawn."""
-    from generation.toyworld.world import WorldConfig, scene_for_caption
+    from vidlab.generation.toyworld.world import WorldConfig, scene_for_caption
 
     pools = training_captions()
     kinds = sorted(cfg.mix)
@@ -529,7 +529,7 @@ def latent_fg_weights(cfg: TrainConfig, captions: list[str], progress: bool = Fa
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
-    from generation.toyworld.world import render
+    from vidlab.generation.toyworld.world import render
 
     m = cfg.model
     ks, kt = m.vae_scale_spatial, m.vae_scale_temporal
@@ -554,7 +554,7 @@ def build_latents(cfg: TrainConfig, vae, root: Path, progress: bool = True) -> d
     import torch
     from tqdm.auto import tqdm
 
-    from generation.toyworld.world import render
+    from vidlab.generation.toyworld.world import render
 
     path = root / "latents.safetensors"
     if path.is_file():
@@ -740,7 +740,7 @@ def _ema_update(ema, model, decay: float) -> None:
 
 
 def _eval_pipeline(cfg: TrainConfig, tok, te, tr, vae_state: dict, data: dict[str, Any]):
-    from generation.toyworld.model import assemble_pipeline, build_vae
+    from vidlab.generation.toyworld.model import assemble_pipeline, build_vae
 
     vae = build_vae(cfg.model, data["mean"].tolist(), data["std"].tolist())
     vae.load_state_dict(vae_state)
@@ -753,7 +753,7 @@ SWAP_LEVEL = 0.7  # noise level of the shape-swap control at checkpoints
 def evaluate_checkpoint(cfg: TrainConfig, pipe, step: int) -> dict[str, Any]:
     """Gate figures of the current (EMA) model: single-subject presence (also per shape), the noise-and-denoise
     probe, and the shape-swap control (does the model draw the shape it is told, or the one the clip shows?)."""
-    from generation.toyworld.gates import denoise_probe, single_presence
+    from vidlab.generation.toyworld.gates import denoise_probe, single_presence
 
     sp = single_presence(
         pipe,
@@ -795,8 +795,8 @@ def train_dit(cfg: TrainConfig, data: dict[str, Any], vae_state: dict, root: Pat
     import torch
     from tqdm.auto import tqdm
 
-    from generation.toyworld.model import build_transformer, save_pipeline
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.model import build_transformer, save_pipeline
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     path = root / "dit.safetensors"
     torch.manual_seed(cfg.seed + 1)
@@ -938,7 +938,7 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.text_encoder not in TEXT_ENCODERS:
         raise UserError(f"text_encoder={cfg.text_encoder!r}: choose one of {list(TEXT_ENCODERS)}")
     if cfg.text_encoder == "minilm":
-        from generation.toyworld.minilm import minilm_dir
+        from vidlab.generation.toyworld.minilm import minilm_dir
 
         minilm_dir()  # a missing package or a wrong checksum: one line, before anything is built
     if cfg.init_from is not None:
@@ -958,7 +958,7 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
     """Run (or resume) the stages and save the pipeline folder at ``out`` (only when every stage ran); returns it."""
     import torch
 
-    from generation.toyworld.model import assemble_pipeline, build_vae, save_pipeline
+    from vidlab.generation.toyworld.model import assemble_pipeline, build_vae, save_pipeline
 
     check_config(cfg)
     torch.set_num_threads(max(1, int(cfg.threads)))
@@ -1000,7 +1000,7 @@ def train(cfg: TrainConfig, out: str | Path, progress: bool = True) -> Path:
 
 def _text_encoder_note(cfg: TrainConfig, trained: str, frozen: str) -> str:
     if cfg.text_encoder == "minilm":
-        from generation.toyworld.minilm import PACKAGE, PACKAGE_VERSION
+        from vidlab.generation.toyworld.minilm import PACKAGE, PACKAGE_VERSION
 
         how = "trained jointly with the transformer" if cfg.train_text_encoder else "frozen"
         return f"all-MiniLM-L6-v2 ({PACKAGE}=={PACKAGE_VERSION}), frozen, through a linear projection {how}"
@@ -1051,8 +1051,8 @@ def _train_from_init(
     """
     import torch
 
-    from generation.toyworld.model import assemble_pipeline, save_pipeline
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.model import assemble_pipeline, save_pipeline
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     vocab = len(build_word_tokenizer(model_max_length=cfg.model.text_len))
     vae = load_init(cfg, vocab)["vae"].eval()

@@ -34,7 +34,7 @@ COLOURS = tuple(PALETTE)
 SHAPES = ("circle", "square", "triangle", "star")
 PLURAL = {s: s + "s" for s in SHAPES}
 DIRECTIONS = ("left", "right", "up", "down")
-# caption phrase -> layout relation name (generation.layout.SPATIAL_RELATIONS)
+# caption phrase -> layout relation name (vidlab.generation.layout.SPATIAL_RELATIONS)
 RELATION_PHRASES = {
     "to the left of": "left of",
     "to the right of": "right of",

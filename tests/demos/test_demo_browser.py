@@ -104,8 +104,8 @@ def test_browser_first_click_generates_then_side_by_side_with_captions(browser, 
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from demos.app import build_demo, demo_config, launch
-    from generation.layout import Layout
+    from vidlab.demos.app import build_demo, demo_config, launch
+    from vidlab.generation.layout import Layout
 
     # `vidlab demo` itself (the trained toy-world Wan, detector included), with 3 steps to keep it short
     cfg = demo_config(
@@ -179,7 +179,7 @@ def test_browser_first_click_generates_then_side_by_side_with_captions(browser, 
             "document.querySelector('#gen-video').scrollIntoView({block: 'center'}); "
             "document.querySelector('#gen-video video').pause();"
         )
-        from demos.generation_tab import COMPARE_LABELS, LABEL_GAP, label_spans
+        from vidlab.demos.generation_tab import COMPARE_LABELS, LABEL_GAP, label_spans
 
         width = browser.execute_script("return document.querySelector('#gen-video video').videoWidth")
         spans = label_spans((width - LABEL_GAP) // 2, COMPARE_LABELS)

@@ -19,16 +19,16 @@ import pytest
 
 pytest.importorskip("gradio")
 
-from demos.app import DemoAddressError, build_demo, launch, server_address  # noqa: E402
-from demos.config import MAX_SEED, DemoConfig, DemoGenerationConfig, DemoQAConfig  # noqa: E402
-from demos.generation_tab import (  # noqa: E402
+from vidlab.demos.app import DemoAddressError, build_demo, launch, server_address  # noqa: E402
+from vidlab.demos.config import MAX_SEED, DemoConfig, DemoGenerationConfig, DemoQAConfig  # noqa: E402
+from vidlab.demos.generation_tab import (  # noqa: E402
     COMPARE_LABELS,
     DemoInputError,
     GenerationService,
     check_seed,
     label_halves,
 )
-from demos.work import WorkArea  # noqa: E402
+from vidlab.demos.work import WorkArea  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "a red cat on the left of a blue dog"
@@ -218,7 +218,7 @@ def test_seed_is_range_checked_with_a_clear_message(gen):
 
 
 def test_the_page_says_when_a_model_has_random_weights(gen, tmp_path):
-    from demos.qa_tab import QAService
+    from vidlab.demos.qa_tab import QAService
 
     svc, _ = gen
     assert svc.random_weights and "**Random weights**" in svc.model_note()
@@ -236,7 +236,7 @@ def test_the_page_says_when_a_model_has_random_weights(gen, tmp_path):
 
 
 def test_attention_maps_outline_the_mask_cells():
-    from generation.attention_maps import AttentionMapStore, mask_outline
+    from vidlab.generation.attention_maps import AttentionMapStore, mask_outline
 
     mask = np.zeros((6, 8), dtype=bool)
     mask[1:4, 2:7] = True  # rows 1-3, cols 2-6
@@ -275,8 +275,8 @@ def test_qa_gallery_frames_are_files_written_once(tmp_path):
     (the cause of ERR_CONTENT_LENGTH_MISMATCH); the demo hands it files written once, atomically."""
     import gradio.processing_utils as pu
 
-    from demos.qa_tab import QAService
-    from understanding.benchmarks.synthetic import write_needle_benchmark
+    from vidlab.demos.qa_tab import QAService
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
     # the cause, shown: the same array saved twice rewrites the same cache file (a new mtime, same path)
     arr = np.random.default_rng(0).integers(0, 255, size=(24, 32, 3), dtype=np.uint8)
@@ -309,8 +309,8 @@ def test_qa_gallery_frames_are_files_written_once(tmp_path):
 def test_demo_help_names_only_presets_that_exist(capsys):
     import re
 
-    from demos.app import main
     from vidlab.config import resolve
+    from vidlab.demos.app import main
 
     with pytest.raises(SystemExit):
         main(["--help"])
@@ -329,8 +329,8 @@ def test_attention_thumbnails_are_legible_tiles():
     import torch
     from PIL import Image, ImageDraw
 
-    from demos.generation_tab import _font, attention_thumbnail
-    from generation.attention_maps import AttentionMapStore
+    from vidlab.demos.generation_tab import _font, attention_thumbnail
+    from vidlab.generation.attention_maps import AttentionMapStore
 
     name = "two yellow triangles"
     mask = np.zeros((1, 2, 8, 8), dtype=bool)
@@ -356,7 +356,7 @@ def test_attention_thumbnails_are_legible_tiles():
 
 
 def test_verdict_captions_say_right_and_wrong_loudly():
-    from demos.generation_tab import verdict_caption, verdict_html
+    from vidlab.demos.generation_tab import verdict_caption, verdict_html
 
     base = {"presence": True, "presence_colour": True, "swapped": None, "count": None, "iou": 0.31}
     prompt = "a red circle to the left of a <blue> square"

@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("gradio")
 pytest.importorskip("gradio_client")
 
-from demos.app import build_demo, launch  # noqa: E402
-from demos.config import DemoConfig, DemoGenerationConfig, DemoQAConfig  # noqa: E402
+from vidlab.demos.app import build_demo, launch  # noqa: E402
+from vidlab.demos.config import DemoConfig, DemoGenerationConfig, DemoQAConfig  # noqa: E402
 
 PROMPT = "a red cat on the left of a blue dog"
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_plan_then_generate_end_to_end(served):
     # the caption under the video: the tiny model has no detector, and the page says so instead of a verdict
     assert 'data-half="single"' in r["verdict"] and "no exact detector" in r["verdict"]
     # the downloadable layout is the `vidlab generate --layout` format
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     lay = Layout.load(layout_file)
     assert lay.phrases == ["red cat", "blue dog"]
@@ -118,7 +118,7 @@ def test_an_edited_box_reaches_the_generation(served):
     _, table = _table(client)
     table["data"][0][2:6] = [0.0, 0.0, 0.25, 0.25]
     layout_file = _run(client, table)["layout_file"]
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     assert Layout.load(layout_file).subjects[0].keyframes[0][1] == (0.0, 0.0, 0.25, 0.25)
 
@@ -126,7 +126,7 @@ def test_an_edited_box_reaches_the_generation(served):
 def test_first_click_on_generate_plans_and_shows_the_plan(served):
     """Generate with the prompt filled in and the box table empty (a fresh page) plans the boxes with the same
     planner as 'Plan layout', generates with them, and hands the plan back to the table and the subjects box."""
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     client = served["client"]
     subjects, planned_table = _table(client)
@@ -203,7 +203,7 @@ def test_caps_are_clear_messages(served):
 def test_qa_trajectory_end_to_end(served, tmp_path):
     from gradio_client import handle_file
 
-    from understanding.benchmarks.synthetic import write_needle_benchmark
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
     path = write_needle_benchmark(tmp_path / "needles", n=2, num_frames=200)
     row = json.loads(Path(path).read_text().splitlines()[1])  # a distractor: the pixel policy must look more
@@ -285,9 +285,9 @@ def test_cli_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
 
 def test_service_caps_name_the_setting(tmp_path):
     """Caps hold below the UI too (API callers, presets): each refusal names the config key to change."""
-    from demos.generation_tab import DemoInputError, GenerationService
-    from demos.qa_tab import QAInputError, QAService
-    from demos.work import WorkArea
+    from vidlab.demos.generation_tab import DemoInputError, GenerationService
+    from vidlab.demos.qa_tab import QAInputError, QAService
+    from vidlab.demos.work import WorkArea
 
     work = WorkArea(tmp_path)
     gen = GenerationService(DemoGenerationConfig(overrides=["frames=17"], max_steps=4, max_frames=9), work)
@@ -316,11 +316,11 @@ def test_service_caps_name_the_setting(tmp_path):
 def test_default_preset_serves_the_trained_toy_models(tmp_path):
     """Out of the box the demo uses the models trained on the toy worlds: the shipped toy-world Wan and the
     toy VideoBrain policy with its own toy CLIP (so clip_sample is offered and used)."""
-    from demos.app import demo_config
-    from demos.generation_tab import GenerationService, verdict_html, verdict_ok
-    from demos.qa_tab import QAService
-    from demos.work import WorkArea
     from vidlab.config import resolve
+    from vidlab.demos.app import demo_config
+    from vidlab.demos.generation_tab import GenerationService, verdict_html, verdict_ok
+    from vidlab.demos.qa_tab import QAService
+    from vidlab.demos.work import WorkArea
 
     cfg = demo_config([])  # bare `vidlab demo`
     assert (

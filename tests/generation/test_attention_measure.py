@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from generation.attention_maps import AttentionMapStore
-from generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness, placebo_layout
-from generation.comp_attn import apply_comp_attn
-from generation.config import CompAttnConfig
-from generation.layout import Layout, Relation, SubjectLayout
-from generation.tiny import build_tiny_pipeline
+from vidlab.generation.attention_maps import AttentionMapStore
+from vidlab.generation.attention_measure import NoUnbiasedMapsError, layout_faithfulness, placebo_layout
+from vidlab.generation.comp_attn import apply_comp_attn
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.layout import Layout, Relation, SubjectLayout
+from vidlab.generation.tiny import build_tiny_pipeline
 
 PROMPT = "a red cat on the left and a blue dog on the right"
 LAYOUT = Layout(

@@ -10,11 +10,11 @@ from functools import lru_cache
 import pytest
 import torch
 
-from generation.comp_attn import apply_comp_attn
-from generation.config import CompAttnConfig
-from generation.errors import BatchNotSupportedError
-from generation.layout import Layout, SubjectLayout
-from generation.tiny import build_tiny_pipeline
+from vidlab.generation.comp_attn import apply_comp_attn
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.errors import BatchNotSupportedError
+from vidlab.generation.layout import Layout, SubjectLayout
+from vidlab.generation.tiny import build_tiny_pipeline
 
 PROMPT = "a red cat on the left and a blue dog on the right"
 KW = dict(height=32, width=32, num_frames=9, num_inference_steps=2, output_type="latent")

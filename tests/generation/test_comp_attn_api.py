@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from generation.comp_attn import CompAttnError, apply_comp_attn
-from generation.config import CompAttnConfig
-from generation.layout import Layout, SubjectLayout
-from generation.tiny import build_tiny_pipeline
+from vidlab.generation.comp_attn import CompAttnError, apply_comp_attn
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.layout import Layout, SubjectLayout
+from vidlab.generation.tiny import build_tiny_pipeline
 
 PROMPT = "a red cat on the left and a blue dog on the right"
 KW = dict(height=64, width=64, num_frames=9, num_inference_steps=4, output_type="latent")
@@ -58,7 +58,7 @@ def test_only_attn2_processors_change_and_remove_restores_everything():
 def test_image_conditioned_transformers_are_refused():
     from types import SimpleNamespace
 
-    from generation.tiny import build_tiny_transformer
+    from vidlab.generation.tiny import build_tiny_transformer
 
     tr = build_tiny_transformer(added_kv_proj_dim=24, image_dim=16)
     with pytest.raises(CompAttnError, match="image"):
@@ -125,7 +125,7 @@ def test_biased_step_share_is_circular_so_the_effect_measure_reads_unbiased_maps
     """On the steps LAM biased, the in-box share is read from the probabilities LAM wrote: a placebo layout
     (boxes contradicting the prompt) "follows" just as well. That figure only checks the mechanism; the
     effect measure, ``layout_faithfulness``, reads maps LAM did not bias and reports the placebo beside."""
-    from generation.attention_measure import layout_faithfulness, placebo_layout
+    from vidlab.generation.attention_measure import layout_faithfulness, placebo_layout
 
     base = CompAttnConfig(capture_attention=True)
     base.lam.enabled = False
@@ -161,7 +161,7 @@ def test_layout_from_file_planned_layout_and_subject_selection(tmp_path):
     assert res.subjects == ["blue dog"] and len(res.token_indices) == 1
     planned = _gen(CompAttnConfig(), layout=None, num_inference_steps=1)
     assert len(planned.subjects) >= 2 and planned.layout is not None
-    from generation.subjects import SubjectNotFoundError
+    from vidlab.generation.subjects import SubjectNotFoundError
 
     with pytest.raises(SubjectNotFoundError, match="'green frog' not found in prompt"):
         _gen(CompAttnConfig(), subjects=["green frog"], num_inference_steps=1)
@@ -199,7 +199,7 @@ def test_bad_inputs_are_clear_errors():
         _gen(CompAttnConfig(), height=40)
     with pytest.raises(ValueError, match="prompt_embeds"):
         _gen(CompAttnConfig(), prompt_embeds=torch.zeros(1, 512, 32))
-    from generation.subjects import SubjectNotFoundError
+    from vidlab.generation.subjects import SubjectNotFoundError
 
     bad = Layout("a green frog", [SubjectLayout("green frog", [(0.0, (0.1, 0.1, 0.5, 0.5))])])
     with pytest.raises(SubjectNotFoundError, match="green frog"):

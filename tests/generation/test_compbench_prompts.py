@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from generation.layout import Relation
-from generation.planners import plan_layout
+from vidlab.generation.layout import Relation
+from vidlab.generation.planners import plan_layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root holds benchmarks/
 from benchmarks.planner_compbench import PROMPT_FILES, main, measure, meta_head, read_prompts  # noqa: E402

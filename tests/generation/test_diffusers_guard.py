@@ -52,7 +52,7 @@ def test_from_pretrained_honours_dtype_without_a_deprecation():
 def test_get_qkv_projections_is_there_and_returns_q_k_v():
     from diffusers.models.transformers.transformer_wan import _get_qkv_projections
 
-    from generation.tiny import build_tiny_transformer
+    from vidlab.generation.tiny import build_tiny_transformer
 
     attn = build_tiny_transformer(0).blocks[0].attn2
     assert list(inspect.signature(_get_qkv_projections).parameters)[:3] == [
@@ -88,7 +88,7 @@ def test_attention_backend_registry_and_dispatch_signature():
 
 
 def test_wan_attention_processor_contract():
-    from generation.tiny import build_tiny_transformer
+    from vidlab.generation.tiny import build_tiny_transformer
 
     tr = build_tiny_transformer(0)
     attn2 = tr.blocks[0].attn2
@@ -155,7 +155,7 @@ def test_the_denoising_loop_announces_each_pass_outside_the_forward():
     )
     assert callable(getattr(WanTransformer3DModel, "cache_context", None))
     # the same, observed: every denoiser forward of a real call comes inside cache_context("cond"|"uncond")
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     pipe = build_tiny_pipeline()
     tr, seen, current = pipe.transformer, [], []

@@ -6,10 +6,10 @@ import warnings
 import pytest
 import torch
 
-from generation.comp_attn import CompAttnSkippedWarning, apply_comp_attn
-from generation.config import CompAttnConfig
-from generation.layout import Layout, SubjectLayout
-from generation.tiny import build_tiny_pipeline
+from vidlab.generation.comp_attn import CompAttnSkippedWarning, apply_comp_attn
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.layout import Layout, SubjectLayout
+from vidlab.generation.tiny import build_tiny_pipeline
 
 PROMPT = "a red cat on the left and a blue dog on the right"
 KW = dict(height=32, width=32, num_frames=9, num_inference_steps=4, output_type="latent")

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from generation.comp_attn import apply_comp_attn
-from generation.config import CompAttnConfig
-from generation.layout import Layout, SubjectLayout
-from generation.tiny import build_tiny_pipeline
+from vidlab.generation.comp_attn import apply_comp_attn
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.layout import Layout, SubjectLayout
+from vidlab.generation.tiny import build_tiny_pipeline
 
 PROMPT = "a red cat on the left and a blue dog on the right"
 # Latents (the denoiser's output; decoding is untouched and deterministic) keep the tests fast and sensitive:

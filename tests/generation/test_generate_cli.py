@@ -5,9 +5,9 @@ import json
 import pytest
 import yaml
 
-from generation.cli import generate_main
-from generation.pipeline import GenerateConfig
 from vidlab.config import ConfigError, resolve
+from vidlab.generation.cli import generate_main
+from vidlab.generation.pipeline import GenerateConfig
 
 SMALL = ["--height", "32", "--width", "32", "--frames", "9", "--steps", "2"]
 
@@ -49,7 +49,7 @@ def test_generate_writes_video_layout_maps_config_and_result(tmp_path):
 
 
 def test_no_sci_no_lam_and_a_user_layout(tmp_path):
-    from generation.layout import Layout, SubjectLayout
+    from vidlab.generation.layout import Layout, SubjectLayout
 
     prompt = "a bird above a boat"
     lay = Layout(
@@ -172,7 +172,7 @@ def test_a_wrong_subject_fails_before_an_expensive_model_loads(tmp_path, capsys)
 
 
 def test_a_bare_value_error_from_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
-    import generation.cli as cli
+    import vidlab.generation.cli as cli
     from vidlab.cli import main
 
     def broken(cfg):
@@ -209,7 +209,7 @@ def test_a_config_built_in_python_is_checked_like_one_from_a_preset():
     with pytest.raises(ConfigError, match="steps: expected an int >= 1, got 0"):
         GenerateConfig(steps=0)
     with pytest.raises(ConfigError, match="alpha_max: expected a number >= 0.0, got -1.0"):
-        from generation.config import LAMConfig
+        from vidlab.generation.config import LAMConfig
 
         LAMConfig(alpha_max=-1.0)
     with pytest.raises(ConfigError, match="mask_source"):
@@ -218,7 +218,7 @@ def test_a_config_built_in_python_is_checked_like_one_from_a_preset():
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
 def test_device_cuda_without_a_gpu_is_one_line_before_any_load(tmp_path, capsys, monkeypatch):
-    import generation.cli as cli
+    import vidlab.generation.cli as cli
     from vidlab.cli import main
 
     def no_load(cfg):
@@ -235,7 +235,7 @@ def test_device_cuda_without_a_gpu_is_one_line_before_any_load(tmp_path, capsys,
 def test_a_size_off_the_models_token_grid_is_refused_before_loading(tmp_path, capsys):
     import json as _json
 
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     model = tmp_path / "wan-16x"
     build_tiny_pipeline(vae_scale=16).save_pretrained(model)  # 32 px per token

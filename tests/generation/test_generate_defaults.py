@@ -13,8 +13,8 @@ import warnings
 import pytest
 import yaml
 
-from generation.cli import generate_main
-from generation.pipeline import SHIPPED_MODELS, GenerateConfig, load_pipeline, model_settings
+from vidlab.generation.cli import generate_main
+from vidlab.generation.pipeline import SHIPPED_MODELS, GenerateConfig, load_pipeline, model_settings
 
 PROMPT = "a red circle to the left of a blue square"
 RECORDED = json.loads((SHIPPED_MODELS["toyworld"] / "toyworld.json").read_text())["generate"]
@@ -23,7 +23,7 @@ RECORDED = json.loads((SHIPPED_MODELS["toyworld"] / "toyworld.json").read_text()
 @pytest.fixture
 def resolved(monkeypatch):
     """Run ``generate_main`` up to the model load: returns (exit status, the resolved config, stdout)."""
-    import generation.cli as cli
+    import vidlab.generation.cli as cli
 
     seen = {}
 
@@ -86,7 +86,7 @@ def test_tiny_says_its_weights_are_random(tmp_path, capsys, resolved):
 def _saved_tiny(folder, generate=None):
     """A diffusers folder as a real Wan checkpoint is laid out (the tiny pipeline saved), optionally with the
     sampling settings a trainer records."""
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     build_tiny_pipeline().save_pretrained(folder)
     if generate is not None:
@@ -153,8 +153,8 @@ def test_python_plain_call_on_toyworld_gives_a_video_and_comp_attn_keeps_the_set
     import numpy as np
     import torch
 
-    from generation.comp_attn import apply_comp_attn
-    from generation.pipeline import generate_video
+    from vidlab.generation.comp_attn import apply_comp_attn
+    from vidlab.generation.pipeline import generate_video
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # our from_pretrained calls use the current names
@@ -178,7 +178,7 @@ def test_python_plain_call_on_toyworld_gives_a_video_and_comp_attn_keeps_the_set
 
 # ---- memory -------------------------------------------------------------------------------------------------
 def test_a_request_too_large_is_refused_in_one_line_before_anything_loads(tmp_path, capsys, monkeypatch):
-    import generation.cli as cli
+    import vidlab.generation.cli as cli
     from vidlab.cli import main
 
     monkeypatch.setattr(cli, "load_pipeline", lambda cfg: pytest.fail("the pipeline must not load"))
@@ -193,7 +193,7 @@ def test_a_request_too_large_is_refused_in_one_line_before_anything_loads(tmp_pa
 
 
 def test_the_estimate_is_compared_with_free_memory_and_scales_with_the_request(monkeypatch, tmp_path):
-    import generation.memory as mem
+    import vidlab.generation.memory as mem
 
     cfg = GenerateConfig.for_model("toyworld", device="cpu")
     fits = mem.check_request_memory(cfg, "cpu")
@@ -215,7 +215,7 @@ def test_the_estimate_is_compared_with_free_memory_and_scales_with_the_request(m
 
 
 def test_dims_read_from_files_match_the_loaded_pipeline(tmp_path):
-    import generation.memory as mem
+    import vidlab.generation.memory as mem
 
     folder = _saved_tiny(tmp_path / "wan-like")
     pipe = load_pipeline(GenerateConfig(model=str(folder), device="cpu"))

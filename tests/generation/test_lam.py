@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from generation import lam as L
+from vidlab.generation import lam as L
 
 
 def _qk(b=2, s=48, h=3, d=16, keys=20, seed=0):
@@ -138,9 +138,9 @@ def test_mask_source_fused_is_the_box_united_with_the_region_and_box_is_unchange
 
 
 def test_mask_source_changes_generation_only_when_fused():
-    from generation.comp_attn import apply_comp_attn
-    from generation.config import CompAttnConfig
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.comp_attn import apply_comp_attn
+    from vidlab.generation.config import CompAttnConfig
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     pipe = build_tiny_pipeline()
     kw = dict(height=32, width=32, num_frames=9, num_inference_steps=4, output_type="latent")

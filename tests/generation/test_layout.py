@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from generation.layout import (
+from vidlab.generation.layout import (
     Layout,
     LayoutError,
     Relation,

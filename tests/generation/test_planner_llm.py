@@ -14,9 +14,9 @@ import warnings
 
 import pytest
 
-from generation.layout import Layout
-from generation.planners import plan_layout
-from generation.planners.llm import (
+from vidlab.generation.layout import Layout
+from vidlab.generation.planners import plan_layout
+from vidlab.generation.planners.llm import (
     MAX_SUBJECTS,
     REPAIR_EXCERPT_CHARS,
     SYSTEM_PROMPT,
@@ -27,7 +27,7 @@ from generation.planners.llm import (
     judge_reply,
     layout_from_reply,
 )
-from generation.subjects import SubjectNotFoundError
+from vidlab.generation.subjects import SubjectNotFoundError
 from vidlab.http_testing import HostileServer, Reply, chat, drip, garbage, hang, sequence, status
 
 PROMPT = "a red cat on the left of a blue vase"
@@ -543,8 +543,8 @@ def test_a_cached_plan_that_fails_the_checks_is_not_used(ask, server, tmp_path):
 def test_generate_config_reaches_the_planner(ask, server, tmp_path):
     """`vidlab generate ... planner=llm planner_cache=off planner_accept_repaired=true` (key=value overrides
     of GenerateConfig) become the planner's options."""
-    from generation.pipeline import GenerateConfig, planner_kwargs
     from vidlab.config import ConfigError, resolve
+    from vidlab.generation.pipeline import GenerateConfig, planner_kwargs
 
     cfg = resolve(GenerateConfig, None, ["planner=llm", "planner_cache=off", "planner_accept_repaired=true"])
     kw = planner_kwargs(cfg)
@@ -562,8 +562,8 @@ def test_plan_cache_command_lists_and_clears(ask, server, tmp_path, capsys):
 
     import tomllib
 
-    from generation.planners.cache_cli import plan_cache_main
     from vidlab.errors import run_command
+    from vidlab.generation.planners.cache_cli import plan_cache_main
 
     cache = tmp_path / "cache"
     ask("good")
@@ -597,15 +597,15 @@ def test_plan_cache_command_lists_and_clears(ask, server, tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     commands = pyproject["project"]["entry-points"]["vidlab.commands"]
-    assert commands["plan-cache"] == "generation.planners.cache_cli:plan_cache_main"
+    assert commands["plan-cache"] == "vidlab.generation.planners.cache_cli:plan_cache_main"
 
 
 def test_compbench_takes_the_cache_switch_from_generate_and_keeps_its_job_identity(tmp_path):
     """`vidlab compbench generate planner=llm generate.planner_cache=refresh`: the planning stage gets the
     switch; a cache mode does not change the job identity (a run resumes with either)."""
-    from generation.compbench.config import CompbenchConfig
-    from generation.compbench.jobs import _planner_kwargs, identity
     from vidlab.config import resolve
+    from vidlab.generation.compbench.config import CompbenchConfig
+    from vidlab.generation.compbench.jobs import _planner_kwargs, identity
 
     cfg = resolve(CompbenchConfig, None, ["planner=llm", "generate.planner_cache=refresh"])
     assert _planner_kwargs(cfg) == {"cache": "refresh", "accept_repaired": False}
@@ -686,8 +686,8 @@ def test_a_battery_of_hostile_replies_ends_in_the_rule_planner_with_one_line_eac
 def test_vidlab_generate_against_a_hostile_planner_endpoint(server, tmp_path, monkeypatch, capsys):
     """`vidlab generate --planner llm planner_cache=off` against a server whose plan contradicts the prompt:
     one warning line saying why, the rule planner's layout in layout.json, nothing cached, exit 0."""
-    from generation.cli import generate_main
     from vidlab.errors import run_command
+    from vidlab.generation.cli import generate_main
 
     _clear_env(monkeypatch)
     monkeypatch.setenv("VIDLAB_OPENAI_BASE_URL", server.url("ballbelow"))

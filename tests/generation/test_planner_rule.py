@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import generation
-from generation.layout import Layout, LayoutError, SubjectLayout
-from generation.planners import plan_layout
-from generation.subjects import SubjectNotFoundError
-from generation.tiny_tokenizer import build_tiny_tokenizer
+from vidlab import generation
+from vidlab.generation.layout import Layout, LayoutError, SubjectLayout
+from vidlab.generation.planners import plan_layout
+from vidlab.generation.subjects import SubjectNotFoundError
+from vidlab.generation.tiny_tokenizer import build_tiny_tokenizer
 
 
 def centre(box):
@@ -432,7 +432,7 @@ def test_held_out_prompts():
 
 
 def test_command_line_writes_layout_and_overlays(tmp_path, capsys):
-    from generation.planners.__main__ import main
+    from vidlab.generation.planners.__main__ import main
 
     out = tmp_path / "plan"
     assert main(["a ball rolls from left to right above a red car", "--out", str(out), "--width", "64"]) == 0

@@ -5,10 +5,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from generation.config import CompAttnConfig
-from generation.controller import CallState, Controller
-from generation.lam import build_targets
-from generation.processor import CompAttnBackendError, CompAttnProcessor
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.controller import CallState, Controller
+from vidlab.generation.lam import build_targets
+from vidlab.generation.processor import CompAttnBackendError, CompAttnProcessor
 
 
 def _attn(seed=0, dim=24, heads=2):
@@ -40,7 +40,7 @@ def _setup(lam_on=True, capture=False, **lam):
     masks[1, :, 1, :] = True
     call = CallState(targets=build_targets([[1, 2], [5]], masks))
     if capture:
-        from generation.attention_maps import AttentionMapStore
+        from vidlab.generation.attention_maps import AttentionMapStore
 
         call.maps = AttentionMapStore(["a", "b"], (2, 2, 2), call.targets.masks.numpy())
     ctl.begin(call)
@@ -80,7 +80,7 @@ def test_lam_is_softmax_with_the_bias_on_subject_columns():
     logits = torch.einsum("bshd,blhd->bhsl", q, k) * 12**-0.5
     log = ctl.call.lam_log[-1]
     assert log["block"] == 0 and len(log["iou"]) == 2
-    from generation import lam as L
+    from vidlab.generation import lam as L
 
     t = ctl.call.targets
     sub = L.subject_logits(q, k, t.cols, 12**-0.5)

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from generation.toyworld.tokenizer import UnknownWordsError, check_prompt_words, unknown_words
 from vidlab.errors import UserError
+from vidlab.generation.toyworld.tokenizer import UnknownWordsError, check_prompt_words, unknown_words
 
 
 @pytest.fixture
 def toy_dir():
     from pathlib import Path
 
-    import generation.toyworld
+    import vidlab.generation.toyworld
 
-    return Path(generation.toyworld.__file__).parent / "weights"  # the shipped toy-world pipeline
+    return Path(vidlab.generation.toyworld.__file__).parent / "weights"  # the shipped toy-world pipeline
 
 
 def test_unknown_words_are_read_from_the_saved_tokenizer(toy_dir):
@@ -41,8 +41,8 @@ def test_subword_pipelines_pass_unchecked(tmp_path):
 
 
 def test_vidlab_generate_refuses_before_loading(monkeypatch, tmp_path, capsys):
-    import generation.cli as gcli
-    import generation.pipeline as gpipe
+    import vidlab.generation.cli as gcli
+    import vidlab.generation.pipeline as gpipe
     from vidlab.cli import main
 
     def no_load(*a, **kw):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from generation.sci import compute_sci, encode_anchors, mean_pairwise_cosine, pooled, sci_weight
+from vidlab.generation.sci import compute_sci, encode_anchors, mean_pairwise_cosine, pooled, sci_weight
 
 
 def test_schedule_shapes_and_window():
@@ -86,8 +86,8 @@ def test_bad_inputs():
 def test_anchors_mean_pool_non_special_tokens_of_the_phrase_alone():
     from transformers import UMT5Config, UMT5EncoderModel
 
-    from generation.tiny import TEXT_ENCODER_KWARGS
-    from generation.tiny_tokenizer import build_tiny_tokenizer
+    from vidlab.generation.tiny import TEXT_ENCODER_KWARGS
+    from vidlab.generation.tiny_tokenizer import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     torch.manual_seed(0)

@@ -6,15 +6,15 @@ import warnings
 import pytest
 import torch
 
-from generation.comp_attn import apply_comp_attn, prepare_inputs
-from generation.config import CompAttnConfig
-from generation.errors import NoSubjectsError, NoSubjectsWarning, PromptTruncatedWarning
-from generation.lam import build_targets, column_bias, instance_target
-from generation.layout import Layout, SubjectLayout
-from generation.planners import plan_layout
-from generation.subjects import truncated_text
-from generation.tiny import build_tiny_pipeline
-from generation.tiny_tokenizer import build_tiny_tokenizer
+from vidlab.generation.comp_attn import apply_comp_attn, prepare_inputs
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.errors import NoSubjectsError, NoSubjectsWarning, PromptTruncatedWarning
+from vidlab.generation.lam import build_targets, column_bias, instance_target
+from vidlab.generation.layout import Layout, SubjectLayout
+from vidlab.generation.planners import plan_layout
+from vidlab.generation.subjects import truncated_text
+from vidlab.generation.tiny import build_tiny_pipeline
+from vidlab.generation.tiny_tokenizer import build_tiny_tokenizer
 
 
 def test_rule_planner_gives_each_counted_instance_its_own_box():

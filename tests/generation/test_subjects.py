@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generation.layout import SubjectLayout
-from generation.subjects import (
+from vidlab.generation.layout import SubjectLayout
+from vidlab.generation.subjects import (
     SubjectNotFoundError,
     find_phrase_span,
     find_phrase_spans,
     subject_token_indices,
 )
-from generation.tiny_tokenizer import _builtin_corpus, _train, build_tiny_tokenizer
+from vidlab.generation.tiny_tokenizer import _builtin_corpus, _train, build_tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +208,7 @@ def test_tokenizer_without_offsets_is_a_clear_error():
 def test_the_model_text_length_is_wans_512_unless_the_tokenizer_says_less():
     from types import SimpleNamespace
 
-    from generation.subjects import model_text_length
+    from vidlab.generation.subjects import model_text_length
 
     assert model_text_length(build_tiny_tokenizer()) == 512
     assert model_text_length(SimpleNamespace(model_max_length=16)) == 16

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from generation.tiny import build_tiny_pipeline
+from vidlab.generation.tiny import build_tiny_pipeline
 
 KW = dict(height=16, width=16, num_frames=9, num_inference_steps=2, output_type="np")
 

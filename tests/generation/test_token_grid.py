@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from generation.comp_attn import GenerationInputError, apply_comp_attn
-from generation.config import CompAttnConfig
-from generation.layout import Layout, SubjectLayout, TokenGrid
-from generation.tiny import build_tiny_pipeline, build_tiny_vae
+from vidlab.generation.comp_attn import GenerationInputError, apply_comp_attn
+from vidlab.generation.config import CompAttnConfig
+from vidlab.generation.layout import Layout, SubjectLayout, TokenGrid
+from vidlab.generation.tiny import build_tiny_pipeline, build_tiny_vae
 
 PROMPT = "a red cat on the left and a blue dog on the right"
 LAYOUT = Layout(

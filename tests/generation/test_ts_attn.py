@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from generation import ts_attn as T
-from generation.config import CompAttnConfig, LAMConfig
-from generation.controller import CallState, Controller
-from generation.lam import build_targets
-from generation.processor import CompAttnProcessor
+from vidlab.generation import ts_attn as T
+from vidlab.generation.config import CompAttnConfig, LAMConfig
+from vidlab.generation.controller import CallState, Controller
+from vidlab.generation.lam import build_targets
+from vidlab.generation.processor import CompAttnProcessor
 
 
 @pytest.fixture(autouse=True)
@@ -148,7 +148,7 @@ def _setup(block=1, step=0, name="cond", **lam):
     masks[0, :, :, 0] = True
     masks[1, :, :, 2] = True
     call = CallState(targets=build_targets([[1, 2], [5]], masks))
-    from generation.attention_maps import AttentionMapStore
+    from vidlab.generation.attention_maps import AttentionMapStore
 
     call.maps = AttentionMapStore(["a", "b"], (2, 3, 3), call.targets.masks.numpy())
     ctl.begin(call)
@@ -241,7 +241,7 @@ KW = dict(height=32, width=32, num_frames=9, num_inference_steps=5, output_type=
 
 
 def _run(pipe, cfg):
-    from generation.comp_attn import apply_comp_attn
+    from vidlab.generation.comp_attn import apply_comp_attn
 
     comp = apply_comp_attn(pipe, cfg)
     try:
@@ -251,7 +251,7 @@ def _run(pipe, cfg):
 
 
 def test_tiny_pipeline_ts_attn_off_is_diffusers_and_on_biases_odd_blocks_in_its_window():
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     pipe = build_tiny_pipeline("wan2.1")
     ref = pipe(PROMPT, generator=torch.Generator().manual_seed(0), **KW).frames[0]
@@ -270,7 +270,7 @@ def test_tiny_pipeline_ts_attn_off_is_diffusers_and_on_biases_odd_blocks_in_its_
 
 
 def test_wan22_window_counts_the_whole_schedule_on_both_experts():
-    from generation.tiny import build_tiny_pipeline
+    from vidlab.generation.tiny import build_tiny_pipeline
 
     pipe = build_tiny_pipeline("wan2.2")
     cfg = CompAttnConfig()

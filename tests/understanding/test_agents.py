@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from understanding.agents import (
+from vidlab.understanding.agents import (
     AgentError,
     ClipAgent,
     UniformAgent,

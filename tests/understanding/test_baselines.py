@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from understanding import protocol as P
-from understanding.agents import ClipAgent
-from understanding.messages import Message
-from understanding.policies.baselines import BaselineSpec, clip_indices, run_baseline, uniform_indices
-from understanding.policies.replay import ReplayPolicy
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import ClipAgent
+from vidlab.understanding.messages import Message
+from vidlab.understanding.policies.baselines import BaselineSpec, clip_indices, run_baseline, uniform_indices
+from vidlab.understanding.policies.replay import ReplayPolicy
 
 
 class Recorder:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from understanding.benchmarks import (
+from vidlab.understanding.benchmarks import (
     BENCHMARKS,
     BenchmarkError,
     QAItem,
@@ -17,7 +17,7 @@ from understanding.benchmarks import (
     load_benchmark,
     split_inline_options,
 )
-from understanding.benchmarks.items import answer_letter
+from vidlab.understanding.benchmarks.items import answer_letter
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("pyarrow")

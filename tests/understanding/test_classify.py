@@ -9,9 +9,15 @@ import os
 import numpy as np
 import pytest
 
-from understanding.classify import ClassifyConfig, classify_rows, label_from_accuracy, row_id, summarize
-from understanding.policies.replay import ReplayPolicy
 from vidlab.distributed import JobIdentityError
+from vidlab.understanding.classify import (
+    ClassifyConfig,
+    classify_rows,
+    label_from_accuracy,
+    row_id,
+    summarize,
+)
+from vidlab.understanding.policies.replay import ReplayPolicy
 
 TOTAL = 300
 QUESTION = "Does a red square appear in the video?"
@@ -137,7 +143,7 @@ def test_classify_labels_rows_from_what_the_policy_sees(videos, tmp_path):
 
 
 def test_initial_view_grids_shift_within_the_video():
-    from understanding.classify import initial_view_indices
+    from vidlab.understanding.classify import initial_view_indices
 
     views = initial_view_indices(TOTAL, 16, 4)
     base = views[0]
@@ -154,7 +160,7 @@ def test_initial_view_grids_shift_within_the_video():
 @pytest.fixture(scope="module")
 def grid_video(tmp_path_factory):
     """A red square exactly on the 16 reference initial frames and nowhere else: only that grid sees it."""
-    from understanding.classify import initial_view_indices
+    from vidlab.understanding.classify import initial_view_indices
     from vidlab.video.synth import Event, render_synthetic
 
     events = [Event(t, t + 1, "square", "red", size=0.3) for t in initial_view_indices(TOTAL, 16)[0]]
@@ -202,7 +208,7 @@ def test_direct_needs_every_initial_view(views, label):
 
 
 def test_one_initial_view_keeps_the_identity_of_earlier_jobs():
-    from understanding.classify import classify_identity
+    from vidlab.understanding.classify import classify_identity
 
     old = classify_identity(ClassifyConfig(), "p", rows=[{"id": 1}])
     assert "initial_views" not in json.dumps(old)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from understanding.cli import classify_main, eval_qa_main, qa_main
+from vidlab.understanding.cli import classify_main, eval_qa_main, qa_main
 
 CALL = '<thinking>The ball is small; look closer.</thinking><tool_call>{"name": "uniform_sample", "arguments": {"start_frame": 8, "end_frame": 40}}</tool_call>'
 ANSWER = "<thinking>Now I see it.</thinking><answer>B</answer>"

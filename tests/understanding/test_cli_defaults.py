@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from understanding.cli import eval_qa_main, qa_main
-from understanding.toyworld import SHIPPED_CLIP
 from vidlab.cli import main
+from vidlab.understanding.cli import eval_qa_main, qa_main
+from vidlab.understanding.toyworld import SHIPPED_CLIP
 
 
 @pytest.fixture(scope="module")

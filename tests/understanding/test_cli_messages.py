@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from understanding.cli import qa_main
+from vidlab.understanding.cli import qa_main
 from vidlab.video.synth import render_synthetic
 
 

@@ -7,11 +7,18 @@ import dataclasses
 
 import pytest
 
-from understanding.config import AGENT, ClassifyConfig, EvalConfig, QASettings, StrategyError, check_strategy
-from understanding.env import EpisodeConfig
-from understanding.evaluate import QAWorker, eval_identity
 from vidlab.config import ConfigDeprecationWarning, ConfigError, from_dict, resolve
 from vidlab.distributed import RunConfig
+from vidlab.understanding.config import (
+    AGENT,
+    ClassifyConfig,
+    EvalConfig,
+    QASettings,
+    StrategyError,
+    check_strategy,
+)
+from vidlab.understanding.env import EpisodeConfig
+from vidlab.understanding.evaluate import QAWorker, eval_identity
 
 
 def test_the_nine_answering_settings_are_declared_once_and_copied_out_whole():

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from understanding import protocol as P
-from understanding.env import Episode, EpisodeConfig, run_episode
-from understanding.policies.replay import ReplayPolicy
-from understanding.reward import compute_score
+from vidlab.understanding import protocol as P
+from vidlab.understanding.env import Episode, EpisodeConfig, run_episode
+from vidlab.understanding.policies.replay import ReplayPolicy
+from vidlab.understanding.reward import compute_score
 
 TOTAL, FPS = 200, 10.0
 OPTIONS = ["red", "green", "blue", "white"]
@@ -147,8 +147,8 @@ def test_answer_that_is_not_an_option_counts_as_wrong(video):
 
 
 def test_clip_agent_in_episode_and_prompt_dedup(video):
-    from understanding.agents import ClipAgent, UniformAgent
     from vidlab.clip import TINY_MODEL, load_model
+    from vidlab.understanding.agents import ClipAgent, UniformAgent
     from vidlab.video import open_video
 
     reader = open_video(video)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from understanding.benchmarks import QAItem
-from understanding.config import EvalConfig, QASettings
-from understanding.env import EpisodeConfig
-from understanding.evaluate import QAWorker, evaluate_items, load_results, run_eval
-from understanding.report import summarize, summary_table
 from vidlab.distributed import RunConfig
+from vidlab.understanding.benchmarks import QAItem
+from vidlab.understanding.config import EvalConfig, QASettings
+from vidlab.understanding.env import EpisodeConfig
+from vidlab.understanding.evaluate import QAWorker, evaluate_items, load_results, run_eval
+from vidlab.understanding.report import summarize, summary_table
 
 NO_RETRY = RunConfig(retries=0)
 
@@ -267,9 +267,9 @@ def test_ray_backend(tmp_path, items, ray_local):
 def test_uniform_k_accuracy_follows_which_frames_reach_the_policy(tmp_path):
     """On the synthetic needle benchmark a pixel-reading policy is right exactly when a sampled frame hits
     the needle, so each strategy's accuracy is predictable from the frame indices it chooses."""
-    from understanding.agents import linspace_frames
-    from understanding.benchmarks import load_benchmark
-    from understanding.benchmarks.synthetic import write_needle_benchmark
+    from vidlab.understanding.agents import linspace_frames
+    from vidlab.understanding.benchmarks import load_benchmark
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
     path = write_needle_benchmark(
         tmp_path / "nb", n=6, num_frames=120, width=64, height=32, needle_len=5, seed=3

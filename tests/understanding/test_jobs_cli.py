@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from understanding.cli import classify_main, eval_qa_main, qa_main
+from vidlab.understanding.cli import classify_main, eval_qa_main, qa_main
 
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory) -> Path:
-    from understanding.benchmarks.synthetic import write_needle_benchmark
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
     d = tmp_path_factory.mktemp("needles")
     return write_needle_benchmark(d, n=4, num_frames=120, width=64, height=48, needle_len=12)

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from understanding.judge import EndpointJudge, JudgeError, RuleJudge, load_judge, parse_score
-from understanding.reward import compute_score
+from vidlab.understanding.judge import EndpointJudge, JudgeError, RuleJudge, load_judge, parse_score
+from vidlab.understanding.reward import compute_score
 
 
 @pytest.mark.parametrize(

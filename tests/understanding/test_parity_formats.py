@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from understanding.benchmarks import QAItemError, load_benchmark
-from understanding.benchmarks.items import answer_letter
-from understanding.reward import ground_truth_letter, score_trajectory
+from vidlab.understanding.benchmarks import QAItemError, load_benchmark
+from vidlab.understanding.benchmarks.items import answer_letter
+from vidlab.understanding.reward import ground_truth_letter, score_trajectory
 
 COUNT_CANDIDATES = ["3", "6", "5", "4"]
 
@@ -224,7 +224,7 @@ def test_reward_reads_one_committed_letter(answer, gt):
 
 def test_evaluation_keeps_the_lmms_eval_extractor():
     """Evaluation's extractor stays lmms-eval-compatible (documented ranking), so its figures compare."""
-    from understanding import protocol as P
+    from vidlab.understanding import protocol as P
 
     assert P.extract_choice("D and A", list("ABCD"))[0] == "D"  # opens the reply
     assert P.strict_choice("D and A", list("ABCD"))[0] is None

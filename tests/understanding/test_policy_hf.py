@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from understanding.messages import Frame, Message
-from understanding.policies import PolicyError, load_policy
-from understanding.policies.hf import HFPolicy, to_hf_messages
-from understanding.policies.tiny_qwen import KINDS, build_tiny_qwen_vl, save_tiny_qwen_vl
+from vidlab.understanding.messages import Frame, Message
+from vidlab.understanding.policies import PolicyError, load_policy
+from vidlab.understanding.policies.hf import HFPolicy, to_hf_messages
+from vidlab.understanding.policies.tiny_qwen import KINDS, build_tiny_qwen_vl, save_tiny_qwen_vl
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -135,7 +135,7 @@ def test_bad_inputs_are_typed_errors(tmp_path, policy):
 
 def test_runs_an_episode_to_its_end(tmp_path):
     """A random model emits junk: the episode ends after one turn as invalid, with the reason kept."""
-    from understanding.env import EpisodeConfig, run_episode
+    from vidlab.understanding.env import EpisodeConfig, run_episode
     from vidlab.video.synth import render_synthetic
 
     video = render_synthetic(tmp_path / "v.mp4", 32, fps=8, width=64, height=48, seed=0)

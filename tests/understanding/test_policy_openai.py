@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from understanding.messages import Frame, Message
-from understanding.policies import (
+from vidlab.understanding.messages import Frame, Message
+from vidlab.understanding.policies import (
     BadResponseError,
     EndpointError,
     EndpointTimeout,
     PolicySpecError,
     load_policy,
 )
-from understanding.policies.openai_server import OpenAIPolicy
+from vidlab.understanding.policies.openai_server import OpenAIPolicy
 
 
 class Server:
@@ -256,7 +256,7 @@ def test_spec_parsing():
 
 def test_drives_a_whole_episode(server, tmp_path):
     """The server plays the model: a uniform_sample call, then an answer; the episode sees 16 + 8 frames."""
-    from understanding.env import EpisodeConfig, run_episode
+    from vidlab.understanding.env import EpisodeConfig, run_episode
     from vidlab.video.synth import render_synthetic
 
     video = render_synthetic(tmp_path / "v.mp4", 64, fps=8, width=64, height=48, seed=0)

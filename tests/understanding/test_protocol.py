@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from understanding import protocol as P
-from understanding.messages import Frame
+from vidlab.understanding import protocol as P
+from vidlab.understanding.messages import Frame
 
 
 def call(name: str = "uniform_sample", **args) -> str:

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from understanding.agents import UniformAgent, decode_frames, frame_size
-from understanding.env import EpisodeConfig, run_episode
-from understanding.policies.replay import ReplayPolicy
-from understanding.reward import compute_score
 from vidlab.config import ConfigError, resolve
+from vidlab.understanding.agents import UniformAgent, decode_frames, frame_size
+from vidlab.understanding.env import EpisodeConfig, run_episode
+from vidlab.understanding.policies.replay import ReplayPolicy
+from vidlab.understanding.reward import compute_score
 
 TOTAL, FPS = 120, 10.0
 

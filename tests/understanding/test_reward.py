@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from understanding import protocol as P
-from understanding.judge import RuleJudge
-from understanding.reward import behaviour_bonus, compute_score, score_trajectory
+from vidlab.understanding import protocol as P
+from vidlab.understanding.judge import RuleJudge
+from vidlab.understanding.reward import behaviour_bonus, compute_score, score_trajectory
 
 KEYS = {"score", "format", "acc", "bonus", "num_tool_calls", "frames_used"}
 OPTS = {"options": ["cat", "dog", "bird", "fish"]}
@@ -162,7 +162,7 @@ def test_non_text_solution_scores_zero():
 
 
 def test_trl_reward_function_matches_compute_score():
-    from understanding.reward import trl_reward
+    from vidlab.understanding.reward import trl_reward
 
     conv = [{"role": "assistant", "content": WITH_TOOL}]
     got = trl_reward(

@@ -105,7 +105,7 @@ def test_clip_hub_spec_fails_fast_offline(monkeypatch):
 
 def test_hf_policy_fails_fast_offline(monkeypatch):
     pytest.importorskip("transformers")
-    from understanding.policies import load_policy
+    from vidlab.understanding.policies import load_policy
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(HubUnavailableError, match="hf:DIR|policy=hf:DIR|--policy hf:DIR"):

@@ -13,7 +13,7 @@ import inspect
 from importlib import import_module
 from pathlib import Path
 
-from understanding.benchmarks.items import (
+from vidlab.understanding.benchmarks.items import (
     BenchmarkError,
     LoadResult,
     Problem,
@@ -24,12 +24,12 @@ from understanding.benchmarks.items import (
 )
 
 BENCHMARKS = {
-    "longvideobench": "understanding.benchmarks.longvideobench",
-    "videomme": "understanding.benchmarks.videomme",
-    "mlvu": "understanding.benchmarks.mlvu",
-    "lvbench": "understanding.benchmarks.lvbench",
-    "egoschema": "understanding.benchmarks.egoschema",
-    "jsonl": "understanding.benchmarks.jsonl",
+    "longvideobench": "vidlab.understanding.benchmarks.longvideobench",
+    "videomme": "vidlab.understanding.benchmarks.videomme",
+    "mlvu": "vidlab.understanding.benchmarks.mlvu",
+    "lvbench": "vidlab.understanding.benchmarks.lvbench",
+    "egoschema": "vidlab.understanding.benchmarks.egoschema",
+    "jsonl": "vidlab.understanding.benchmarks.jsonl",
 }
 ALIASES = {"lvb": "longvideobench", "video-mme": "videomme", "video_mme": "videomme", "lmms-eval": "jsonl"}
 

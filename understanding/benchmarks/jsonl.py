@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from understanding.benchmarks.items import (
+from vidlab.understanding.benchmarks.items import (
     BenchmarkError,
     LoadResult,
     Problem,

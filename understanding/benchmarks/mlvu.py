@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from understanding.benchmarks.items import (
+from vidlab.understanding.benchmarks.items import (
     BenchmarkError,
     LoadResult,
     Problem,

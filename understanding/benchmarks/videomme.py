@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from understanding.benchmarks.items import (
+from vidlab.understanding.benchmarks.items import (
     BenchmarkError,
     LoadResult,
     Problem,

@@ -9,7 +9,7 @@ vidlab's pyproject), so after ``pip install -e ".[lmms]"``::
 runs any vidlab policy (``policy=`` takes every ``--policy`` spec, including plug-ins from the
 ``vidlab.policies`` group) through the real ``Episode`` with ``uniform_sample`` and, when ``clip_model=`` is
 given, ``clip_sample`` over the cached frame index. This module stays light: lmms-eval imports it to read
-the manifest; the model class lives in :mod:`understanding.lmms.model`.
+the manifest; the model class lives in :mod:`vidlab.understanding.lmms.model`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 MODEL_ID = "videobrain"
-MODEL_CLASS = "understanding.lmms.model.VideoBrainLMM"
+MODEL_CLASS = "vidlab.understanding.lmms.model.VideoBrainLMM"
 
 
 def manifest() -> Any:

@@ -24,18 +24,18 @@ from typing import Any
 
 from lmms_eval.api.model import lmms
 
-from understanding.env import EpisodeConfig
-from understanding.evaluate import AGENT, QAWorker
-from understanding.lmms.requests import question_and_options, video_path
 from vidlab.errors import UserError
+from vidlab.understanding.env import EpisodeConfig
+from vidlab.understanding.evaluate import AGENT, QAWorker
+from vidlab.understanding.lmms.requests import question_and_options, video_path
 
 _EPISODE_KEYS = {f.name for f in dataclasses.fields(EpisodeConfig)}
 
 
 def _qa_worker(settings: dict[str, Any], episode: dict[str, Any]) -> Any:
     """The eval-qa worker for these settings (the same code path as ``vidlab eval-qa``)."""
-    from understanding.config import QASettings
     from vidlab.config import from_dict
+    from vidlab.understanding.config import QASettings
 
     return QAWorker(QASettings(**settings, episode=from_dict(EpisodeConfig, episode)))
 
@@ -47,7 +47,7 @@ class VideoBrainLMM(lmms):
 
     def __init__(
         self,
-        policy: str = "toy:where",  # understanding.policies.DEFAULT_POLICY
+        policy: str = "toy:where",  # vidlab.understanding.policies.DEFAULT_POLICY
         clip_model: str | None = None,
         clip_sampling: str = "fps=1",
         clip_parity: bool = True,
@@ -67,7 +67,7 @@ class VideoBrainLMM(lmms):
                 f"videobrain: unknown model_args {unknown}; known: policy, clip_model, clip_sampling, clip_parity, "
                 f"strategy, cache_dir, trajectories, policy_device, and the episode fields {sorted(_EPISODE_KEYS)}"
             )
-        from understanding.policies import check_policy_spec
+        from vidlab.understanding.policies import check_policy_spec
 
         check_policy_spec(str(policy))  # a typo is one line before any model loads
         policy_kwargs: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """Policies: what turns a conversation into the next assistant turn, chosen by a spec string ``SCHEME:REST``.
 
-Schemes come from a registry (:mod:`understanding.policies.registry`): the built-ins below, classes added with
+Schemes come from a registry (:mod:`vidlab.understanding.policies.registry`): the built-ins below, classes added with
 ``register_policy``, and other packages' classes under the ``vidlab.policies`` entry-point group, so a user's
 model plugs in without editing vidlab (``vidlab qa --policy mymodel:...``).
 
@@ -13,7 +13,7 @@ Built in (``load_policy``):
   ``pixel:COLOUR``                reads pixels: "is COLOUR visible?", calling uniform_sample while unsure
 Registered by this distribution's own entry point:
   ``toy:where``                   the default (``DEFAULT_POLICY``): the toy policy that chooses where to look,
-                                  + its toy CLIP; it serves both toy worlds (understanding.toyworld)
+                                  + its toy CLIP; it serves both toy worlds (vidlab.understanding.toyworld)
   ``toy:shipped`` / ``toy:DIR``   the default toy world's own policy / a trained folder, + its toy CLIP
 Heavy backends are imported only when their spec is used.
 """
@@ -24,14 +24,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from understanding.policies.errors import (
+from vidlab.understanding.policies.errors import (
     BadResponseError,
     EndpointError,
     EndpointTimeout,
     PolicyError,
     PolicySpecError,
 )
-from understanding.policies.registry import (
+from vidlab.understanding.policies.registry import (
     ENTRY_POINT_GROUP,
     available_policies,
     check_policy_spec,

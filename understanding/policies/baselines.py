@@ -6,7 +6,7 @@
   agent is not in parity mode), shown in temporal order. Like VideoAgent/BOLT-style retrieval baselines.
 
 The answering prompt is the protocol's no-tools prompt (``tools=()``), so a baseline and the agent differ
-only in how frames are chosen. Results are ``understanding.env.Trajectory`` objects like the agent's.
+only in how frames are chosen. Results are ``vidlab.understanding.env.Trajectory`` objects like the agent's.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from understanding import protocol as P
-from understanding.agents import ClipAgent, _open, decode_frames, linspace_frames
-from understanding.env import EpisodeConfig, Trajectory
-from understanding.messages import Frame, Message, Policy
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import ClipAgent, _open, decode_frames, linspace_frames
+from vidlab.understanding.env import EpisodeConfig, Trajectory
+from vidlab.understanding.messages import Frame, Message, Policy
 
 METHODS = ("uniform", "clip")
 

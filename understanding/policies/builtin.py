@@ -2,7 +2,7 @@
 
 ``hf:PATH_OR_HUB_ID`` (a Hugging Face VLM), ``hf-tiny:KIND[@SEED]`` (a tiny random Qwen-VL),
 ``openai:URL@MODEL`` (an OpenAI-compatible server), ``replay:FILE``, ``const:LETTER``, ``pixel:COLOUR``.
-The toy-world policy (``toy:``) registers itself from ``understanding.toyworld`` (``vidlab.policies`` entry
+The toy-world policy (``toy:``) registers itself from ``vidlab.understanding.toyworld`` (``vidlab.policies`` entry
 point), so this package never imports the toy world.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from understanding.messages import Policy
-from understanding.policies.errors import PolicySpecError
+from vidlab.understanding.messages import Policy
+from vidlab.understanding.policies.errors import PolicySpecError
 
 
 def _looks_local(rest: str) -> bool:
@@ -28,13 +28,13 @@ class HFSpec:
             raise PolicySpecError(
                 f"hf:{rest}", f"{rest!r} is not a folder (a local checkpoint must be a folder)"
             )
-        from understanding.policies.hf import require_hub_or_folder
+        from vidlab.understanding.policies.hf import require_hub_or_folder
 
         require_hub_or_folder(rest)  # offline / unreachable hub: one line before anything loads
 
     @staticmethod
     def from_spec(rest: str, **kw: Any) -> Policy:
-        from understanding.policies.hf import HFPolicy
+        from vidlab.understanding.policies.hf import HFPolicy
 
         return HFPolicy.from_pretrained(rest, **kw)
 
@@ -44,7 +44,7 @@ class TinyQwenSpec:
 
     @staticmethod
     def check_spec(rest: str) -> tuple[str, int]:
-        from understanding.policies.tiny_qwen import KINDS
+        from vidlab.understanding.policies.tiny_qwen import KINDS
 
         kind, _, seed = rest.partition("@")
         if kind not in KINDS or (seed and not seed.isdigit()):
@@ -53,8 +53,8 @@ class TinyQwenSpec:
 
     @classmethod
     def from_spec(cls, rest: str, **kw: Any) -> Policy:
-        from understanding.policies.hf import HFPolicy
-        from understanding.policies.tiny_qwen import build_tiny_qwen_vl
+        from vidlab.understanding.policies.hf import HFPolicy
+        from vidlab.understanding.policies.tiny_qwen import build_tiny_qwen_vl
 
         kind, seed = cls.check_spec(rest)
         model, processor = build_tiny_qwen_vl(kind, seed)
@@ -79,7 +79,7 @@ class OpenAISpec:
 
     @classmethod
     def from_spec(cls, rest: str, **kw: Any) -> Policy:
-        from understanding.policies.openai_server import OpenAIPolicy
+        from vidlab.understanding.policies.openai_server import OpenAIPolicy
 
         url, model = cls.check_spec(rest)
         try:
@@ -93,14 +93,14 @@ class ReplaySpec:
 
     @staticmethod
     def check_spec(rest: str) -> None:
-        from understanding.policies import read_replay_turns
+        from vidlab.understanding.policies import read_replay_turns
 
         read_replay_turns(rest)
 
     @staticmethod
     def from_spec(rest: str, **kw: Any) -> Policy:
-        from understanding.policies import read_replay_turns
-        from understanding.policies.replay import ReplayPolicy
+        from vidlab.understanding.policies import read_replay_turns
+        from vidlab.understanding.policies.replay import ReplayPolicy
 
         return ReplayPolicy(read_replay_turns(rest), **kw)
 
@@ -110,7 +110,7 @@ class ConstSpec:
 
     @staticmethod
     def from_spec(rest: str, **kw: Any) -> Policy:
-        from understanding.policies.scripted import ConstantPolicy
+        from vidlab.understanding.policies.scripted import ConstantPolicy
 
         return ConstantPolicy(rest, **kw)
 
@@ -127,7 +127,7 @@ class PixelSpec:
 
     @staticmethod
     def from_spec(rest: str, **kw: Any) -> Policy:
-        from understanding.policies.scripted import PixelColourPolicy
+        from vidlab.understanding.policies.scripted import PixelColourPolicy
 
         try:
             return PixelColourPolicy(rest, **kw)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from understanding.messages import Frame, Message
-from understanding.policies.errors import PolicyError
-from understanding.policies.images import to_pil
+from vidlab.understanding.messages import Frame, Message
+from vidlab.understanding.policies.errors import PolicyError
+from vidlab.understanding.policies.images import to_pil
 
 
 def require_hub_or_folder(path: str) -> None:

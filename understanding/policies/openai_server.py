@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from understanding.messages import Frame, Message
-from understanding.policies.images import to_data_url
 from vidlab.http import RETRY_STATUS, BadResponseError, Endpoint, EndpointError, EndpointTimeout, post_json
+from vidlab.understanding.messages import Frame, Message
+from vidlab.understanding.policies.images import to_data_url
 
 __all__ = [
     "RETRY_STATUS",

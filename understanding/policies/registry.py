@@ -2,7 +2,7 @@
 
 A policy class plugs in by being registered under a scheme, either in code::
 
-    from understanding.policies import register_policy
+    from vidlab.understanding.policies import register_policy
 
     @register_policy("mymodel")
     class MyPolicy:
@@ -15,7 +15,7 @@ methods refine it: ``from_spec(rest, **kw)`` builds the policy instead of ``cls(
 ``check_spec(rest)`` validates the spec without loading anything (a one-line ``PolicySpecError`` before any
 model loads). A third, ``clip_model(rest)``, names the CLIP model a policy ships with (a path or spec, or None);
 the commands use it for ``clip_sample`` unless the user names another (``clip_model="auto"``,
-``understanding.evaluate.resolve_clip_model``). Built-in schemes come first: an entry point cannot replace one.
+``vidlab.understanding.evaluate.resolve_clip_model``). Built-in schemes come first: an entry point cannot replace one.
 """
 
 from __future__ import annotations
@@ -25,19 +25,19 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
-from understanding.messages import Policy
-from understanding.policies.errors import PolicySpecError
+from vidlab.understanding.messages import Policy
+from vidlab.understanding.policies.errors import PolicySpecError
 
 ENTRY_POINT_GROUP = "vidlab.policies"
 
 # scheme -> class, or "module:Class" imported on first use (heavy backends stay unimported until asked for)
 _BUILTIN: dict[str, str] = {
-    "hf": "understanding.policies.builtin:HFSpec",
-    "hf-tiny": "understanding.policies.builtin:TinyQwenSpec",
-    "openai": "understanding.policies.builtin:OpenAISpec",
-    "replay": "understanding.policies.builtin:ReplaySpec",
-    "const": "understanding.policies.builtin:ConstSpec",
-    "pixel": "understanding.policies.builtin:PixelSpec",
+    "hf": "vidlab.understanding.policies.builtin:HFSpec",
+    "hf-tiny": "vidlab.understanding.policies.builtin:TinyQwenSpec",
+    "openai": "vidlab.understanding.policies.builtin:OpenAISpec",
+    "replay": "vidlab.understanding.policies.builtin:ReplaySpec",
+    "const": "vidlab.understanding.policies.builtin:ConstSpec",
+    "pixel": "vidlab.understanding.policies.builtin:PixelSpec",
 }
 _REGISTRY: dict[str, str | type] = dict(_BUILTIN)
 _ORIGIN: dict[str, str] = {k: "built-in" for k in _BUILTIN}

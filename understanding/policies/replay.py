@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from understanding.messages import Message
+from vidlab.understanding.messages import Message
 
 
 class ReplayPolicy:

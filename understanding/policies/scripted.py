@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from understanding.messages import Message
+from vidlab.understanding.messages import Message
 from vidlab.video.synth import COLORS
 
 

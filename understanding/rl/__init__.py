@@ -1,7 +1,7 @@
 """VideoBrain at real scale: an upstream verl plug-in and a TRL ``GRPOTrainer`` adapter.
 
-Both engines reuse what evaluation uses: ``understanding.protocol`` (prompts, parsing), the agents,
-``vidlab.clip.FrameIndex`` and ``understanding.reward.compute_score``. Modules (verl and TRL are imported
+Both engines reuse what evaluation uses: ``vidlab.understanding.protocol`` (prompts, parsing), the agents,
+``vidlab.clip.FrameIndex`` and ``vidlab.understanding.reward.compute_score``. Modules (verl and TRL are imported
 lazily, only by the modules that need them; install the ``rl`` extra):
 
 - ``reward``      verl's ``compute_score`` signature, plus the 4-tuple wrapper for the authors' fork
@@ -10,6 +10,6 @@ lazily, only by the modules that need them; install the ``rl`` extra):
 - ``dataset``     QA rows (benchmark loaders, JSONL, toy world) -> verl parquet rows, validated
 - ``verl_launch`` the GRPO preset -> tool config, agent-loop config and the exact ``main_ppo`` command
 - ``local_server`` an in-process Hugging Face model standing in for verl's rollout server (tests, debugging)
-- ``trl_adapter`` ``VideoBrainGRPOTrainer``: TRL's GRPOTrainer driving ``understanding.env.Episode``
+- ``trl_adapter`` ``VideoBrainGRPOTrainer``: TRL's GRPOTrainer driving ``vidlab.understanding.env.Episode``
 - ``cli``         ``trl_main(argv)`` / ``verl_main(argv)`` behind ``vidlab train-agent --engine trl|verl``
 """

@@ -6,11 +6,11 @@ message with all images first and the text after, and it has no notion of a call
 observation is a *user* turn: the instruction prefix, then one ``\\nframe {idx}: `` line before each image,
 and after the 5th call the "no more calls" prefix. Only a custom loop reproduces that byte for byte.
 
-One episode (same rules, same order as ``understanding.env.Episode.step``):
+One episode (same rules, same order as ``vidlab.understanding.env.Episode.step``):
 1. the prompt (system + user turn with 16 ``frame {idx}: <image>`` lines, from the dataset) is tokenised by
    verl's Continuous Token builder (the processor expands each image into its pad tokens);
 2. per assistant turn: generate through verl's server manager, append the tokens (mask 1), parse the turn with
-   ``understanding.protocol.parse_assistant_turn``; an answer or a broken turn ends the episode; a call past the
+   ``vidlab.understanding.protocol.parse_assistant_turn``; an answer or a broken turn ends the episode; a call past the
    budget, on the last allowed turn, to a tool not offered, or one the tool refuses ends it (invalid);
 3. otherwise the tool runs (verl ``BaseTool.create/execute/release``, state in ``agent_data.extra_fields``) and
    the observation user turn is appended through the builder (mask 0), its images added to ``image_data``.
@@ -29,8 +29,8 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import AgentData
 
-from understanding import protocol as P
-from understanding.rl.tools import SESSION_KEY, get_session, new_session
+from vidlab.understanding import protocol as P
+from vidlab.understanding.rl.tools import SESSION_KEY, get_session, new_session
 
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,9 @@ def _trl_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=TRL_PROG,
         description=(
-            "GRPO for the VideoBrain agent with TRL's GRPOTrainer: each rollout is an understanding.env.Episode "
+            "GRPO for the VideoBrain agent with TRL's GRPOTrainer: each rollout is an vidlab.understanding.env.Episode "
             "(16 initial frames, up to 5 tool calls, 6 turns); observation tokens carry no loss; the reward is "
-            "understanding.reward.compute_score. Writes OUT/final (load with --policy hf:OUT/final), "
+            "vidlab.understanding.reward.compute_score. Writes OUT/final (load with --policy hf:OUT/final), "
             "OUT/rollouts.jsonl, OUT/summary.json and OUT/config.yaml."
         ),
         epilog=(
@@ -73,13 +73,13 @@ def _resolve_behaviour(spec: str | None) -> str | None:
 def _trl(argv: list[str]) -> int:
     args = _trl_parser().parse_args(argv)
     _check_rl_extra("trl", "datasets")
-    from understanding.rl.trl_adapter import TrlConfig, train
+    from vidlab.understanding.rl.trl_adapter import TrlConfig, train
 
     cfg = config_from_args(TrlConfig, args, {"model": args.model, "data": args.data, "out": args.out})
     cfg.behaviour = _resolve_behaviour(cfg.behaviour)
     cfg.validate()
     if cfg.behaviour:
-        from understanding.policies import load_policy
+        from vidlab.understanding.policies import load_policy
 
         load_policy(cfg.behaviour)  # a bad spec costs one line, before any model loads
     summary = train(cfg)
@@ -123,8 +123,8 @@ def _verl_parser() -> argparse.ArgumentParser:
 def _verl(argv: list[str]) -> int:
     args = _verl_parser().parse_args(argv)
     _check_rl_extra("verl", "pyarrow")
-    from understanding.rl import dataset as D
-    from understanding.rl.verl_launch import VerlConfig, hold_out_validation, write_launch
+    from vidlab.understanding.rl import dataset as D
+    from vidlab.understanding.rl.verl_launch import VerlConfig, hold_out_validation, write_launch
 
     flags: dict[str, Any] = {"model": args.model, "data": args.data, "out": args.out, "limit": args.limit}
     cfg = config_from_args(VerlConfig, args, flags)

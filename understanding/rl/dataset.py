@@ -5,7 +5,7 @@ ending ``.jsonl``; ``id``, ``video``, ``question``, ``options``, ``answer``, opt
 ``classification``, as ``vidlab classify`` writes), or any iterable of dicts / ``QAItem`` (e.g. the toy world).
 
 One verl row (what ``verl.utils.dataset.RLHFDataset`` reads and the agent loop consumes):
-- ``prompt``: ``[system, user]`` messages exactly as ``understanding.protocol.build_initial_messages`` builds them,
+- ``prompt``: ``[system, user]`` messages exactly as ``vidlab.understanding.protocol.build_initial_messages`` builds them,
   each initial frame written as ``\\nframe {idx}: <image>`` (verl swaps each ``<image>`` for the next image);
 - ``images``: the 16 initial frames (``linspace(0, total-1, 16)``, fit into 640x360) as ``{"bytes": PNG}``;
 - ``data_source`` (``videobrain``), ``agent_name`` (``videobrain_agent``), ``ability``,
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from understanding import protocol as P
-from understanding.agents import NUM_INITIAL, UniformAgent
-from understanding.reward import normalize_class
 from vidlab.errors import UserError
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import NUM_INITIAL, UniformAgent
+from vidlab.understanding.reward import normalize_class
 
 DATA_SOURCE = "videobrain"
 AGENT_NAME = "videobrain_agent"
@@ -67,7 +67,7 @@ def iter_source(source: Any) -> Iterator[Any]:
         parts = spec.split(":", 2)
         if len(parts) != 3:
             raise DatasetSourceError(f"dataset source {spec!r}: expected benchmark:NAME:PATH")
-        from understanding.benchmarks import load_benchmark
+        from vidlab.understanding.benchmarks import load_benchmark
 
         result = load_benchmark(parts[1], parts[2])
         for prob in result.problems:
@@ -107,7 +107,7 @@ def _field(row: Any, *names: str) -> Any:
 
 
 def _png(image: Any) -> bytes:
-    from understanding.policies.images import to_pil
+    from vidlab.understanding.policies.images import to_pil
 
     buf = io.BytesIO()
     to_pil(image).save(buf, format="PNG")

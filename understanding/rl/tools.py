@@ -8,7 +8,7 @@ history used for the duplicate rule, the frames shown) lives where verl keeps pe
 
 ``execute`` returns ``(ToolResponse(text=<observation prefix>, image=[PIL frames]), 0.0, metrics)`` with
 ``metrics["frames"]`` the frame indices in the order of the images, so the agent loop can interleave
-``frame {idx}: <image>`` lines exactly as ``understanding.protocol.build_observation`` does. A request the
+``frame {idx}: <image>`` lines exactly as ``vidlab.understanding.protocol.build_observation`` does. A request the
 reference refuses (start outside the video, a uniform range under 8 frames, a duplicate, a call past the budget)
 comes back as a text-only response with ``metrics["error"]`` set; the VideoBrain agent loop ends the episode on it.
 
@@ -29,9 +29,9 @@ from uuid import uuid4
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from understanding import protocol as P
-from understanding.agents import MAX_SIZE, NUM_CLIP, NUM_UNIFORM, AgentError, check_range
-from understanding.policies.images import to_pil
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import MAX_SIZE, NUM_CLIP, NUM_UNIFORM, AgentError, check_range
+from vidlab.understanding.policies.images import to_pil
 
 SESSION_KEY = "videobrain"
 
@@ -87,7 +87,7 @@ class WorkerAgents:
         return value
 
     def uniform(self, video: str, num_frames: int = NUM_UNIFORM, max_size: tuple[int, int] = MAX_SIZE) -> Any:
-        from understanding.agents import UniformAgent
+        from vidlab.understanding.agents import UniformAgent
 
         return self._lru(
             self._uniform, (video, num_frames, max_size), lambda: UniformAgent(video, num_frames, max_size)
@@ -114,8 +114,8 @@ class WorkerAgents:
         max_size: tuple[int, int] = MAX_SIZE,
         device: str = "auto",
     ) -> Any:
-        from understanding.agents import ClipAgent
         from vidlab.clip import FrameIndex
+        from vidlab.understanding.agents import ClipAgent
 
         def make() -> Any:
             model = self.clip_model(model_spec, device)

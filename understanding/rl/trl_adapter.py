@@ -1,4 +1,4 @@
-"""VideoBrain on TRL's ``GRPOTrainer`` (TRL 1.x): rollouts drive ``understanding.env.Episode`` turn by turn.
+"""VideoBrain on TRL's ``GRPOTrainer`` (TRL 1.x): rollouts drive ``vidlab.understanding.env.Episode`` turn by turn.
 
 ``VideoBrainGRPOTrainer`` overrides GRPOTrainer's ``_generate`` (the method that turns a batch's prompts into
 token ids; TRL's public ``rollout_func`` has the same contract but cannot return the frames a tool call adds, and
@@ -13,9 +13,9 @@ TRL's own tool loop renders tool results as ``tool`` messages with images first)
 
 TRL multiplies ``env_mask`` into the loss mask (``completion_mask * tool_mask``), so observation tokens never
 carry loss; its VLM tool-image path feeds all images of a rollout (initial + observation frames) to the forward
-pass. Rewards: ``videobrain_reward`` calls ``understanding.reward.compute_score`` with the episode's frames.
+pass. Rewards: ``videobrain_reward`` calls ``vidlab.understanding.reward.compute_score`` with the episode's frames.
 
-``behaviour`` (optional) names a ``understanding.policies`` spec (e.g. ``pixel:red``) that writes the turns of the
+``behaviour`` (optional) names a ``vidlab.understanding.policies`` spec (e.g. ``pixel:red``) that writes the turns of the
 last ``round(behaviour_mix * G)`` rollouts of every group instead of the model: off-policy, a plumbing aid that
 gives a random tiny model's groups a reward spread on CPU; real runs leave it unset.
 """
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from understanding.env import Episode, EpisodeConfig
-from understanding.policies.hf import to_hf_messages
-from understanding.reward import compute_score
 from vidlab.errors import UserError
+from vidlab.understanding.env import Episode, EpisodeConfig
+from vidlab.understanding.policies.hf import to_hf_messages
+from vidlab.understanding.reward import compute_score
 
 
 class TrainConfigError(UserError, ValueError):
@@ -145,7 +145,9 @@ def uniform_sample(start_frame: int, end_frame: int) -> str:
     Returns:
         The frames, shown to the model as an observation turn.
     """
-    raise RuntimeError("VideoBrain tools run inside understanding.env.Episode, not through TRL's tool loop")
+    raise RuntimeError(
+        "VideoBrain tools run inside vidlab.understanding.env.Episode, not through TRL's tool loop"
+    )
 
 
 def clip_sample(start_frame: int, end_frame: int, prompt: str) -> str:
@@ -159,7 +161,9 @@ def clip_sample(start_frame: int, end_frame: int, prompt: str) -> str:
     Returns:
         The frames, shown to the model as an observation turn.
     """
-    raise RuntimeError("VideoBrain tools run inside understanding.env.Episode, not through TRL's tool loop")
+    raise RuntimeError(
+        "VideoBrain tools run inside vidlab.understanding.env.Episode, not through TRL's tool loop"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ trainer
@@ -413,7 +417,7 @@ def make_trainer_class():
 
 
 def _assistant(text: str) -> Any:
-    from understanding.messages import Message
+    from vidlab.understanding.messages import Message
 
     return Message("assistant", [text])
 
@@ -424,11 +428,11 @@ def load_model_and_processor(
 ) -> tuple[Any, Any]:
     """``hf-tiny:qwen2_5_vl|qwen3_vl`` (random, built offline and saved under ``work_dir/base-model`` so the KL
     reference model loads from a path like any checkpoint) or a local dir / hub id via transformers."""
-    from understanding.policies.hf import HFPolicy
+    from vidlab.understanding.policies.hf import HFPolicy
 
     path = spec.removeprefix("hf:")
     if spec.startswith("hf-tiny:"):
-        from understanding.policies.tiny_qwen import KINDS, save_tiny_qwen_vl
+        from vidlab.understanding.policies.tiny_qwen import KINDS, save_tiny_qwen_vl
 
         kind = spec.split(":", 1)[1] or "qwen2_5_vl"
         if kind not in KINDS:
@@ -450,12 +454,12 @@ def freeze_vision_tower(model: Any) -> int:
 
 def load_rows(cfg: TrlConfig) -> list[dict[str, Any]]:
     """Training rows (id, video, question, options, answer, classification, question_type)."""
-    from understanding.rl.dataset import iter_source
+    from vidlab.understanding.rl.dataset import iter_source
 
     if cfg.data:
         source: Any = cfg.data
     else:
-        from understanding.benchmarks.synthetic import write_needle_benchmark
+        from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
         source = f"jsonl:{write_needle_benchmark(Path(cfg.out) / 'data', n=cfg.synthetic_questions, num_frames=cfg.synthetic_frames)}"
     rows, bad = [], []
@@ -516,7 +520,7 @@ def build_trainer(
     if cfg.freeze_vision_tower:
         freeze_vision_tower(model)
     if behaviour is None and cfg.behaviour:
-        from understanding.policies import load_policy
+        from vidlab.understanding.policies import load_policy
 
         behaviour = load_policy(cfg.behaviour)
     agents_factory = None
@@ -560,7 +564,7 @@ def build_trainer(
 
 
 def _clip_agents_factory(cfg: TrlConfig):
-    from understanding.rl.tools import WORKER_AGENTS
+    from vidlab.understanding.rl.tools import WORKER_AGENTS
 
     model = str(cfg.clip_model)
 

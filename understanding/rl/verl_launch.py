@@ -33,15 +33,15 @@ from typing import Any, ClassVar
 
 import yaml
 
-from understanding import protocol as P
 from vidlab.errors import UserError
+from vidlab.understanding import protocol as P
 
 REWARD_FILE = Path(__file__).with_name("verl_reward.py")
 
 
 @dataclass
 class ClipToolConfig:
-    """How ``clip_sample`` is served on rollout workers (see ``understanding.rl.tools``)."""
+    """How ``clip_sample`` is served on rollout workers (see ``vidlab.understanding.rl.tools``)."""
 
     enabled: bool = True
     model: str = "ViT-B-16:openai"  # the authors' training CLIP
@@ -57,7 +57,9 @@ class VerlConfig:
 
     PRESET_DIR: ClassVar[str] = "train-agent"  # `--preset verl-qwen3-vl-8b` finds configs/train-agent/
 
-    data: str = ""  # a source for understanding.rl.dataset (jsonl:PATH, benchmark:NAME:PATH, a .jsonl path)
+    data: str = (
+        ""  # a source for vidlab.understanding.rl.dataset (jsonl:PATH, benchmark:NAME:PATH, a .jsonl path)
+    )
     val_data: str = ""  # validation source; "" = hold out val_fraction of the training rows
     val_fraction: float = (
         0.05  # share of training rows held out as val.parquet when val_data is "" (at least 1)
@@ -113,7 +115,7 @@ def tool_config(cfg: VerlConfig) -> dict[str, Any]:
 
     tools = [
         {
-            "class_name": "understanding.rl.tools.UniformSampleTool",
+            "class_name": "vidlab.understanding.rl.tools.UniformSampleTool",
             "config": {**common(), "num_frames": 8, "min_uniform_range": 8},
             "tool_schema": P.TOOL_SCHEMAS[P.UNIFORM],
         }
@@ -122,7 +124,7 @@ def tool_config(cfg: VerlConfig) -> dict[str, Any]:
         c = cfg.clip
         tools.append(
             {
-                "class_name": "understanding.rl.tools.ClipSampleTool",
+                "class_name": "vidlab.understanding.rl.tools.ClipSampleTool",
                 "config": {
                     **common(),
                     "num_frames": 4,
@@ -143,7 +145,7 @@ def agent_loop_config(cfg: VerlConfig) -> list[dict[str, Any]]:
     return [
         {
             "name": "videobrain_agent",
-            "_target_": "understanding.rl.agent_loop.VideoBrainAgentLoop",
+            "_target_": "vidlab.understanding.rl.agent_loop.VideoBrainAgentLoop",
             "max_calls": cfg.max_calls,
             "max_turns": cfg.max_turns,
         }
@@ -265,15 +267,19 @@ def _shell(lines: list[str], overrides: list[str]) -> str:
 def runtime_env(cfg: VerlConfig) -> dict[str, Any]:
     """The Ray job's runtime_env: vidlab's own packages as ``py_modules`` (from wherever this Python imports
     them, a checkout or site-packages), so a cluster whose image has verl but not vidlab runs the same code."""
-    import understanding
-    import vidlab
+    import vidlab.understanding
 
-    modules = [str(Path(str(m.__file__)).resolve().parent) for m in (vidlab, understanding)]
-    return {"py_modules": modules, "env_vars": {"HYDRA_FULL_ERROR": "1", "VLLM_USE_V1": "1"}}
+    modules = [Path(str(m.__file__)).resolve().parent for m in (vidlab, vidlab.understanding)]
+    # installed, the area lies inside vidlab/; in a checkout it is the folder beside it and travels too
+    modules = [modules[0]] + [m for m in modules[1:] if modules[0] not in m.parents]
+    return {
+        "py_modules": [str(m) for m in modules],
+        "env_vars": {"HYDRA_FULL_ERROR": "1", "VLLM_USE_V1": "1"},
+    }
 
 
 PREFLIGHT = (
-    '"$PYTHON" -c "import understanding.rl.verl_launch" 2>/dev/null || {{ echo "{script}: vidlab is not '
+    '"$PYTHON" -c "import vidlab.understanding.rl.verl_launch" 2>/dev/null || {{ echo "{script}: vidlab is not '
     "installed in $PYTHON: pip install 'vidlab[rl]' (in a checkout: pip install -e '.[rl]'), or set "
     'PYTHON=/path/to/python" >&2; exit 2; }}'
 )
@@ -317,7 +323,7 @@ RAY_REMOTE = r"""
 py=$0; dry=$1; n=$2; shift 2
 files=("${@:1:$n}"); shift "$n"
 say() { echo "ray_job.sh (on the cluster): $*" >&2; exit 2; }
-err=$("$py" -c "import understanding.rl.verl_launch" 2>&1 >/dev/null) || say "vidlab does not import in $py (its packages travel as runtime_env py_modules): ${err##*$'
+err=$("$py" -c "import vidlab.understanding.rl.verl_launch" 2>&1 >/dev/null) || say "vidlab does not import in $py (its packages travel as runtime_env py_modules): ${err##*$'
 '}"
 err=$("$py" -c "import verl" 2>&1 >/dev/null) || say "verl does not import in $py: install vidlab[rl]'s dependencies in the cluster's image, or set RAY_PYTHON: ${err##*$'
 '}"
@@ -343,7 +349,7 @@ def write_launch(
         "#!/usr/bin/env bash",
         f"# VideoBrain GRPO on upstream verl: {cfg.model}, {cfg.nnodes} node(s) x {cfg.n_gpus_per_node} GPUs.",
         "# Written by `vidlab train-agent --engine verl`; edit the overrides or rerun that command.",
-        "# Runs with the vidlab installed in $PYTHON (default python3): its workers import understanding.rl.*.",
+        "# Runs with the vidlab installed in $PYTHON (default python3): its workers import vidlab.understanding.rl.*.",
         "set -euo pipefail",
         'PYTHON="${PYTHON:-python3}"',
         PREFLIGHT.format(script="launch.sh"),

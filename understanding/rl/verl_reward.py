@@ -4,14 +4,14 @@ Upstream verl (``reward.custom_reward_function.path=<this file>``, ``name=comput
 ``compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=...)`` with ``solution_str`` the
 decoded response *including* observation turns (verl decodes the whole response with special tokens removed) and
 ``extra_info`` the row's ``extra_info`` merged with the agent loop's ``extra_fields`` (``frames_used``...). The
-score is ``understanding.reward.compute_score``'s, which strips our observation text before its format check.
+score is ``vidlab.understanding.reward.compute_score``'s, which strips our observation text before its format check.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from understanding import reward as _reward
+from vidlab.understanding import reward as _reward
 
 DATA_SOURCE = "videobrain"
 FORK_DATA_SOURCE = "vl_agent"

@@ -14,7 +14,7 @@ from pathlib import Path
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 SHIPPED_CLIP = WEIGHTS_DIR / "clip"
 # the packaged policies: toy:where (trained on the where-to-look world; it also scores 1.000 on the default world's
-# test splits, so it is the default policy, understanding.policies.DEFAULT_POLICY, and "toy:default" names it) and
+# test splits, so it is the default policy, vidlab.understanding.policies.DEFAULT_POLICY, and "toy:default" names it) and
 # toy:shipped (trained on the default world only)
 SHIPPED = {"shipped": WEIGHTS_DIR, "default": WEIGHTS_DIR / "where", "where": WEIGHTS_DIR / "where"}
 
@@ -22,7 +22,7 @@ SHIPPED = {"shipped": WEIGHTS_DIR, "default": WEIGHTS_DIR / "where", "where": WE
 def resolve_toy_dir(rest: str) -> Path:
     """``toy:shipped`` -> the packaged weights of the default world, ``toy:where`` -> those of the where-to-look
     world (``weights/where``); ``toy:DIR`` -> DIR (must hold policy.json + policy.safetensors)."""
-    from understanding.policies.errors import PolicySpecError
+    from vidlab.understanding.policies.errors import PolicySpecError
 
     d = SHIPPED[rest] if rest in SHIPPED else Path(rest).expanduser()
     if not (d / "policy.json").is_file() or not (d / "policy.safetensors").is_file():
@@ -40,7 +40,7 @@ def resolve_toy_dir(rest: str) -> Path:
 class ToyPolicySpec:
     """``toy:shipped`` / ``toy:where`` / ``toy:DIR`` in the policy registry (``vidlab.policies`` entry point ``toy``).
 
-    The toy world registers its policy itself, so ``understanding.policies`` never imports the toy world.
+    The toy world registers its policy itself, so ``vidlab.understanding.policies`` never imports the toy world.
     """
 
     @staticmethod
@@ -58,6 +58,6 @@ class ToyPolicySpec:
 
     @staticmethod
     def from_spec(rest: str, **kw: object) -> object:
-        from understanding.toyworld.nets import load_toy_policy
+        from vidlab.understanding.toyworld.nets import load_toy_policy
 
         return load_toy_policy(resolve_toy_dir(rest), **kw)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from understanding.toyworld.world import VideoSpec, evidence_in_view
+from vidlab.understanding.toyworld.world import VideoSpec, evidence_in_view
 
 LOOKALIKE = {"plus": "cross"}
 SUBJECT = {
@@ -50,7 +50,7 @@ ONLY = {"four quarters": ("count",)}  # strategies that apply to some kinds only
 
 
 def _linspace(lo: int, hi: int, k: int) -> list[int]:
-    from understanding.agents import linspace_frames
+    from vidlab.understanding.agents import linspace_frames
 
     return linspace_frames(lo, hi, k)
 
@@ -72,7 +72,7 @@ def ideal_rank(spec: VideoSpec, frames: Sequence[int], shapes: Sequence[str]) ->
 
 def ideal_clip(spec: VideoSpec, start: int, end: int, shapes: Sequence[str], k: int = 4) -> list[int]:
     """``clip_sample(start, end, ...)``'s frames under the ideal retriever (candidates as the real agent's)."""
-    from understanding.agents import clip_candidate_count
+    from vidlab.understanding.agents import clip_candidate_count
 
     cands = _linspace(start, end, clip_candidate_count(start, end))
     return sorted(ideal_rank(spec, cands, shapes)[:k])
@@ -85,7 +85,7 @@ def _subject_shapes(kind: str) -> list[str]:
 
 def strategy_frames(spec: VideoSpec, kind: str, strategy: str, prompt: str = "subject") -> list[int]:
     """The frames ``strategy`` shows for a question of this kind (see the module docstring)."""
-    from understanding.toyworld.where import window_around, window_before
+    from vidlab.understanding.toyworld.where import window_around, window_before
 
     n = spec.num_frames
     init = _linspace(0, n, 16)
@@ -111,12 +111,12 @@ def strategy_frames(spec: VideoSpec, kind: str, strategy: str, prompt: str = "su
             got = ideal_clip(spec, 0, n, _subject_shapes(kind))
             focus = ideal_rank(spec, got, _subject_shapes(kind))[0]
             w = window_around(focus, step, n)
-            return sorted(set(init) | set(got) | set(_linspace(*w, 8) if w else []))
+            return sorted(set(init) | set(got) | set(_linspace(w[0], w[1], 8) if w else []))
         if kind == "twolook":
             got = ideal_clip(spec, 0, n, [ANCHOR[kind]])
             stars = [t for t in got if (ev := spec.event_at(t)) is not None and ev.shape == ANCHOR[kind]]
             w = window_before(stars[0] if stars else got[0], step, n)
-            return sorted(set(init) | set(got) | set(_linspace(*w, 8) if w else []))
+            return sorted(set(init) | set(got) | set(_linspace(w[0], w[1], 8) if w else []))
         if kind == "count":
             mid = lo + (hi - lo) // 2
             return sorted(set(init) | set(_linspace(lo, mid, 8)) | set(_linspace(mid, hi, 8)))
@@ -147,8 +147,8 @@ def reason(spec: VideoSpec, kind: str, frames: Sequence[int]) -> str:
         inside = [t for t in frames if a <= t < b]
         if len(inside) < 4:
             return "interval not covered (< 4 frames inside)"
-        shown = {id(spec.event_at(t)) for t in inside}
-        if any(id(e) not in shown for e in spec.events if e.role == "count"):
+        seen = {id(spec.event_at(t)) for t in inside}
+        if any(id(e) not in seen for e in spec.events if e.role == "count"):
             return "a circle shorter than the frames' stride missed"
         return "two circles merged (no frame between them)"
     return "answer not in view"
@@ -187,7 +187,7 @@ def clip_check(world: Any, clip: Any, cache_dir: Any, split: str = "test") -> di
     per kind, how often the region is found (a frame of the needle's triangle, grey or lit; of the plus or a
     foil; of the star), how often the answer itself is in the top 4 (the lit frame, the plus, the square), and
     the share of the top-4 frames that are foils (crosses for "plus", other squares for "square")."""
-    from understanding.toyworld.world import seed_of, video_spec
+    from vidlab.understanding.toyworld.world import seed_of, video_spec
 
     stats: dict[str, dict[str, list[float]]] = {}
     seen: set[int] = set()

@@ -1,4 +1,4 @@
-"""``vidlab toyworld-data`` (also ``python -m understanding.toyworld.cli``): write a split of the toy long-video world.
+"""``vidlab toyworld-data`` (also ``python -m vidlab.understanding.toyworld.cli``): write a split of the toy long-video world.
 
     vidlab toyworld-data outputs/toyworld 4                 # 4 test-split videos + questions.jsonl under OUT/test
     vidlab toyworld-data outputs/tw 24 --split test --base-seed 77 --max-frames 1200
@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from understanding.toyworld.world import SPLIT_OFFSETS, WORLDS, WorldConfig
+    from vidlab.understanding.toyworld.world import SPLIT_OFFSETS, WORLDS, WorldConfig
 
     p = _Parser(
         prog="vidlab toyworld-data",
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _world(argv: list[str]) -> int:
-    from understanding.toyworld.world import build_split, world_config
+    from vidlab.understanding.toyworld.world import build_split, world_config
 
     a = _parser().parse_args(argv)
     if a.n < 1:

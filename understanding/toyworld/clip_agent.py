@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from understanding.agents import ClipAgent, decode_frames
+from vidlab.understanding.agents import ClipAgent, decode_frames
 
 
 class RescoringClipAgent(ClipAgent):

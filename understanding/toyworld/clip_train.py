@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from understanding.toyworld.world import MemoryReader, VideoSpec
+from vidlab.understanding.toyworld.world import MemoryReader, VideoSpec
 
 TOY_CLIP_CFG: dict[str, Any] = {
     "embed_dim": 32,
@@ -188,8 +188,8 @@ def needle_recall(
 ) -> dict[str, float]:
     """Text->frame recall@k for the needle events: does ``clip_sample(0, total, prompt)`` (the real agent over the
     cached frame index) return at least one frame of the event? Prompts: the shape ("triangle", "plus")."""
-    from understanding.agents import ClipAgent
     from vidlab.clip import FrameIndex, Sampling
+    from vidlab.understanding.agents import ClipAgent
 
     hits: dict[str, list[int]] = {"triangle": [], "plus": []}
     for spec in specs:

@@ -4,7 +4,7 @@
 ``min_frames`` and ``max_frames`` frames (1200-3600: 20 to 60 minutes), under ``root/videos/``, and writes their
 questions to ``root/questions.jsonl`` (the JSONL ``vidlab eval-qa --benchmark jsonl`` reads). Each video gets the
 world's own questions (``static``, ``needle``, ``count``, ``distractor``, ``twolook``; see
-:mod:`understanding.toyworld.world`) plus ``extra_counts`` questions of a sixth kind, ``count_any``: "How many
+:mod:`vidlab.understanding.toyworld.world`) plus ``extra_counts`` questions of a sixth kind, ``count_any``: "How many
 circles appear between frame a and frame b?" over other intervals of the world's count-interval length, where the
 answer counts every circle shown there (fillers included). Such an interval is only asked when no circle straddles
 its ends, at most three circles lie inside, and consecutive circles are at least ``count_event`` frames apart, so
@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from understanding.toyworld.world import (
+from vidlab.errors import UserError
+from vidlab.understanding.toyworld.world import (
     COUNT_WORDS,
     VideoSpec,
     WorldConfig,
@@ -34,7 +35,6 @@ from understanding.toyworld.world import (
     world_config,
     write_video,
 )
-from vidlab.errors import UserError
 
 CORPUS_SEED_OFFSET = 300_000  # disjoint from the train / val / test splits' seeds (0, 100,000, 200,000)
 COUNT_ANY = "count_any"

@@ -1,7 +1,7 @@
 """Evaluation of the toy world on its held-out test split: baselines, SFT/GRPO agents, CLIP recall and cache parity.
 
 Every method answers through the real protocol: the agents via ``Episode`` (greedy), the baselines via
-``understanding.policies.baselines.run_baseline`` with the given answering policy (no tools). Accuracy counts a
+``vidlab.understanding.policies.baselines.run_baseline`` with the given answering policy (no tools). Accuracy counts a
 question right only when the episode is valid and its parsed letter is the answer.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from understanding.toyworld.world import WHERE_KINDS
+from vidlab.understanding.toyworld.world import WHERE_KINDS
 
 MAX_CALLS = 5
 
@@ -54,9 +54,9 @@ def evaluate_methods(
 ) -> dict[str, dict[str, Any]]:
     """{method: summary} over ``split``; baseline labels: ``uniform-16``, ``uniform-56``, ``clip-topk``.
     ``records``: each summary also lists its questions (``records``: video, kind, right, calls, frames)."""
-    from understanding.env import run_episode
-    from understanding.policies.baselines import run_baseline
-    from understanding.toyworld.rl import TOY_EPISODE
+    from vidlab.understanding.env import run_episode
+    from vidlab.understanding.policies.baselines import run_baseline
+    from vidlab.understanding.toyworld.rl import TOY_EPISODE
 
     greedy = dataclasses.replace(TOY_EPISODE, temperature=0.0)
     rows = world.splits[split].rows
@@ -103,7 +103,7 @@ def cache_parity(
     Calls: per test video, 8 prompts (the policy's subjects and colour-qualified ones) over the whole video and over
     a random sub-range. Returns the share of calls whose top-4 sets agree exactly.
     """
-    from understanding.agents import ClipAgent
+    from vidlab.understanding.agents import ClipAgent
 
     rng = np.random.default_rng(seed)
     prompts = ["triangle", "plus", "circle", "border", "square", "a red triangle", "a blue plus", "no shape"]
@@ -139,10 +139,10 @@ def oracle_table(world: Any, policy: Any, split: str = "test") -> dict[str, dict
     (b) ``initial+evidence``: the 16 initial frames plus the ground-truth frames;
     with (c) ``initial``: the 16 initial frames alone, and (d) ``blank``: view (b) with every frame's pixels
     zeroed, as controls (a reader that reads must drop to chance on (d) for the shape questions)."""
-    from understanding import protocol as P
-    from understanding.agents import decode_frames, linspace_frames
-    from understanding.messages import Frame
-    from understanding.toyworld.world import evidence_frames, seed_of, video_spec
+    from vidlab.understanding import protocol as P
+    from vidlab.understanding.agents import decode_frames, linspace_frames
+    from vidlab.understanding.messages import Frame
+    from vidlab.understanding.toyworld.world import evidence_frames, seed_of, video_spec
 
     hits: dict[str, dict[str, list[int]]] = {}
     for row in world.splits[split].rows:

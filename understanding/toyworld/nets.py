@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from understanding.toyworld.policy import PolicyNetConfig, ToyPolicy, ToyPolicyNet
-from understanding.toyworld.where import WhereNet
+from vidlab.understanding.toyworld.policy import PolicyNetConfig, ToyPolicy, ToyPolicyNet
+from vidlab.understanding.toyworld.where import WhereNet
 
 
 def new_net(cfg: PolicyNetConfig) -> ToyPolicyNet:
@@ -31,7 +31,7 @@ def load_toy_policy(directory: str | os.PathLike, **kw: Any) -> ToyPolicy:
     d = Path(directory)
     meta_path = d / "policy.json"
     if not meta_path.is_file() or not (d / "policy.safetensors").is_file():
-        from understanding.policies.errors import PolicySpecError
+        from vidlab.understanding.policies.errors import PolicySpecError
 
         raise PolicySpecError(f"toy:{d}", "expected policy.json and policy.safetensors in that folder")
     meta = json.loads(meta_path.read_text())

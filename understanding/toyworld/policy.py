@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from understanding import protocol as P
-from understanding.messages import Frame, Message
+from vidlab.understanding import protocol as P
+from vidlab.understanding.messages import Frame, Message
 
 ACTIONS = ("answer", P.CLIP, P.UNIFORM)
 STATE_DIM = 8
@@ -53,7 +53,7 @@ class PolicyNetConfig:
     embed_dim: int = 32
     hidden: int = 64
     # "basic": the three actions above (answer / clip_sample / uniform_sample, arguments by rule); "where": the
-    # where-to-look policy's seven tool-with-argument actions (``understanding.toyworld.where``)
+    # where-to-look policy's seven tool-with-argument actions (``vidlab.understanding.toyworld.where``)
     actions: str = "basic"
 
 
@@ -504,7 +504,7 @@ def decision_logp(
 
 
 class ToyPolicy:
-    """A ``understanding.messages.Policy``: the trained toy network + the toy CLIP, sampling structured turns."""
+    """A ``vidlab.understanding.messages.Policy``: the trained toy network + the toy CLIP, sampling structured turns."""
 
     def __init__(self, net: ToyPolicyNet, clip: Any, name: str = "toy", max_calls: int = 5):
         self.net = net.eval()

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from understanding.env import Episode, EpisodeConfig, Trajectory
-from understanding.reward import compute_score
-from understanding.toyworld.policy import Decision, Features, ToyPolicy, decision_logp
+from vidlab.understanding.env import Episode, EpisodeConfig, Trajectory
+from vidlab.understanding.reward import compute_score
+from vidlab.understanding.toyworld.policy import Decision, Features, ToyPolicy, decision_logp
 
 # Toy frames are shown at their native 32x32 ("fit"); the reference stretches every frame to 640x360.
 TOY_EPISODE = EpisodeConfig(frame_resize="fit")
@@ -325,12 +325,12 @@ class TeacherDecide:
 
     def possible(self, messages: list) -> bool:
         """Can the plan be the first action on this conversation (e.g. a zoom needs a previous call)?"""
-        from understanding.toyworld.policy import observe
+        from vidlab.understanding.toyworld.policy import observe
 
         return bool(self.policy.featurize(observe(messages)).action_mask[self.plan])
 
     def __call__(self, messages: list, generator: Any = None) -> Decision:
-        from understanding.toyworld.policy import observe
+        from vidlab.understanding.toyworld.policy import observe
 
         obs = observe(messages)
         f = self.policy.featurize(obs)

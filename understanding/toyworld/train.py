@@ -5,7 +5,7 @@
     data/{train,val,test}/   videos (mp4) + questions.jsonl (test is an lmms-eval-style benchmark)
     clip/                    the toy CLIP (open_clip config + safetensors), loads with vidlab.clip.load_model
     sft/                     policy after cold-start SFT (policy.safetensors + policy.json)
-    labels.jsonl             understanding.classify labels of the RL rows, made with the SFT policy
+    labels.jsonl             vidlab.understanding.classify labels of the RL rows, made with the SFT policy
     grpo/                    ckpt.safetensors (net + optimizer + step, written every ``checkpoint_every`` steps),
                              log.jsonl (one line per step), curves.png, policy.safetensors + policy.json
     config.yaml              the resolved config
@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from understanding.toyworld.clip_train import ClipTrainConfig
-from understanding.toyworld.world import WorldConfig
+from vidlab.understanding.toyworld.clip_train import ClipTrainConfig
+from vidlab.understanding.toyworld.world import WorldConfig
 
 
 @dataclass
@@ -80,13 +80,13 @@ class ToyTrainConfig:
     clip: ClipTrainConfig = field(default_factory=ClipTrainConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     classify_k: int = 4
-    # initial views per question in classification (understanding.classify ``initial_views``): the reference's
+    # initial views per question in classification (vidlab.understanding.classify ``initial_views``): the reference's
     # 16-frame grid plus shifted copies; Direct only if every view answers right, so a lucky guess from the exact
     # 16 frames is not Direct (label_noise.json reports the noise)
     classify_views: int = 4
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     # the policy's action set: "basic" (answer / clip_sample / uniform_sample, arguments by rule) or "where"
-    # (seven tool-with-argument actions, understanding.toyworld.where)
+    # (seven tool-with-argument actions, vidlab.understanding.toyworld.where)
     actions: str = "basic"
     threads: int = 1  # torch threads (on a shared 2-core machine, 1 is much faster in wall-clock time than 2)
     progress: bool = True
@@ -108,7 +108,7 @@ class World:
     """The three splits on disk plus per-video readers, frame indices and agents (built lazily, cached)."""
 
     def __init__(self, root: Path, cfg: ToyTrainConfig):
-        from understanding.toyworld.world import build_split
+        from vidlab.understanding.toyworld.world import build_split
 
         self.cfg = cfg
         self.splits = {
@@ -122,7 +122,7 @@ class World:
         return self.splits[split].root / row["video"]
 
     def reader(self, path: Path) -> Any:
-        from understanding.toyworld.world import MemoryReader
+        from vidlab.understanding.toyworld.world import MemoryReader
 
         key = str(path)
         if key not in self._readers:
@@ -133,9 +133,9 @@ class World:
 
     def agents(self, path: Path, clip: Any, cache_dir: Path) -> dict[str, Any]:
         """uniform_sample + clip_sample over the cached FrameIndex (fp32 rescoring of near-ties)."""
-        from understanding.agents import UniformAgent
-        from understanding.toyworld.clip_agent import RescoringClipAgent
         from vidlab.clip import FrameIndex, Sampling
+        from vidlab.understanding.agents import UniformAgent
+        from vidlab.understanding.toyworld.clip_agent import RescoringClipAgent
 
         key = (str(path), clip.tag)
         if key not in self._agents:
@@ -149,14 +149,14 @@ class World:
 
 
 def _specs(split: Any, cfg: ToyTrainConfig) -> list[Any]:
-    from understanding.toyworld.world import video_spec
+    from vidlab.understanding.toyworld.world import video_spec
 
     return [video_spec(s, cfg.world) for s in split.seeds]
 
 
 def stage_clip(world: World, out: Path, cfg: ToyTrainConfig, log: Logger) -> Any:
-    from understanding.toyworld.clip_train import save_clip, train_clip
     from vidlab.clip import load_model
+    from vidlab.understanding.toyworld.clip_train import save_clip, train_clip
 
     d = out / "clip"
     if not (d / "open_clip_config.json").is_file():
@@ -177,7 +177,7 @@ def split_train_rows(world: World, cfg: ToyTrainConfig) -> tuple[list[dict], lis
 
 
 def _spec(world: World, row: dict[str, Any]) -> Any:
-    from understanding.toyworld.world import seed_of, video_spec
+    from vidlab.understanding.toyworld.world import seed_of, video_spec
 
     return video_spec(seed_of(row), world.cfg.world)
 
@@ -200,8 +200,15 @@ def reading_set(
     rendered = list(rendered or [])
     import torch
 
-    from understanding.toyworld.rl import ReadingSet
-    from understanding.toyworld.world import COLOURS, GREY, SHAPES, WHERE_SHAPES, render_frame, video_spec
+    from vidlab.understanding.toyworld.rl import ReadingSet
+    from vidlab.understanding.toyworld.world import (
+        COLOURS,
+        GREY,
+        SHAPES,
+        WHERE_SHAPES,
+        render_frame,
+        video_spec,
+    )
 
     names = sorted(COLOURS)
     subjects = [*(WHERE_SHAPES if where else SHAPES), "border"]
@@ -287,13 +294,13 @@ def stage_sft(world: World, clip: Any, out: Path, cfg: ToyTrainConfig, log: Logg
     import torch
     from tqdm.auto import tqdm
 
-    from understanding import protocol as P
-    from understanding.agents import decode_frames, linspace_frames
-    from understanding.toyworld.nets import load_toy_policy, new_net
-    from understanding.toyworld.policy import PolicyNetConfig, ToyPolicy, observe, subject
-    from understanding.toyworld.rl import rollout, sft_step, teacher_decide
-    from understanding.toyworld.where import anchor_of
-    from understanding.toyworld.world import evidence_frames, evidence_in_view, shows_subject
+    from vidlab.understanding import protocol as P
+    from vidlab.understanding.agents import decode_frames, linspace_frames
+    from vidlab.understanding.toyworld.nets import load_toy_policy, new_net
+    from vidlab.understanding.toyworld.policy import PolicyNetConfig, ToyPolicy, observe, subject
+    from vidlab.understanding.toyworld.rl import rollout, sft_step, teacher_decide
+    from vidlab.understanding.toyworld.where import anchor_of
+    from vidlab.understanding.toyworld.world import evidence_frames, evidence_in_view, shows_subject
 
     d = out / "sft"
     if (d / "policy.safetensors").is_file():
@@ -365,7 +372,7 @@ def single_view_labels(labelled: list[dict], config: Any) -> list[dict]:
     """The labels the one-initial-view rule gives the same rows: view 0 is the reference's initial view with the
     same samples (``acc_initial_views[0]``), so no policy call is needed (rows labelled with one view: unchanged).
     """
-    from understanding.classify import label_from_accuracy
+    from vidlab.understanding.classify import label_from_accuracy
 
     out = []
     for r in labelled:
@@ -387,8 +394,8 @@ def label_noise(world: World, labelled: list[dict], num_initial: int = 16) -> di
     ``not_direct_with_evidence``: any label but Direct although they showed it. ``direct_noise``: the share of
     Direct labels that were lucky guesses (per kind, and over all kinds under ``"all"``).
     """
-    from understanding.agents import linspace_frames
-    from understanding.toyworld.world import evidence_in_view
+    from vidlab.understanding.agents import linspace_frames
+    from vidlab.understanding.toyworld.world import evidence_in_view
 
     out: dict[str, Any] = {}
     for r in labelled:
@@ -448,9 +455,9 @@ def probe_frames(
 ) -> list[int]:
     """The frames shown by the initial view plus the calls of ``script`` (action names of ``policy``), each with the
     arguments the policy's action templates give on what its reader saw; an action not possible then is skipped."""
-    from understanding.env import Episode
-    from understanding.toyworld.policy import observe
-    from understanding.toyworld.rl import TOY_EPISODE
+    from vidlab.understanding.env import Episode
+    from vidlab.understanding.toyworld.policy import observe
+    from vidlab.understanding.toyworld.rl import TOY_EPISODE
 
     ep = Episode(None, row["question"], row["options"], TOY_EPISODE, agents)
     msgs = ep.reset()
@@ -468,13 +475,13 @@ def probe_frames(
 
 
 def classify_looks(world: World, policy: Any, clip: Any, out: Path, cfg: ToyTrainConfig) -> list[dict]:
-    """Label the RL rows with ``understanding.classify.label_from_looks``: the SFT policy answers (no tools, ``k``
+    """Label the RL rows with ``vidlab.understanding.classify.label_from_looks``: the SFT policy answers (no tools, ``k``
     samples, temperature 1) from the ``classify_views`` initial views, from each one-look view (``ONE_LOOK``) and
     from the two-look view (the union of ``TWO_LOOKS``' frames). Written to ``labels.jsonl`` (reused when there)."""
-    from understanding import protocol as P
-    from understanding.agents import decode_frames
-    from understanding.classify import ClassifyConfig, initial_view_indices, label_from_looks
     from vidlab.io import atomic_write_text
+    from vidlab.understanding import protocol as P
+    from vidlab.understanding.agents import decode_frames
+    from vidlab.understanding.classify import ClassifyConfig, initial_view_indices, label_from_looks
 
     path = out / "labels.jsonl"
     if path.is_file():
@@ -536,7 +543,7 @@ def looks_noise(world: World, labelled: list[dict], out: dict[str, Any]) -> None
     """For labels made with looks (``classify_looks``), per kind in ``out``: how many rows need 0 / 1 / 2 looks
     (``looks``), ``one_look_without_evidence``: rows labelled one look although no one-look view showed the answer
     (a lucky one-look reading), and ``two_looks_with_evidence``: rows whose two-look view showed it."""
-    from understanding.toyworld.world import evidence_in_view
+    from vidlab.understanding.toyworld.world import evidence_in_view
 
     for r in labelled:
         info = r.get("classification_info") or {}
@@ -555,10 +562,10 @@ def looks_noise(world: World, labelled: list[dict], out: dict[str, Any]) -> None
 
 
 def stage_classify(world: World, sft_policy: Any, clip: Any, out: Path, cfg: ToyTrainConfig) -> list[dict]:
-    """Label the RL rows Direct / Adaptive / Active / filtered with the SFT policy (understanding.classify); the
+    """Label the RL rows Direct / Adaptive / Active / filtered with the SFT policy (vidlab.understanding.classify); the
     where policy labels with one-look and two-look views (``classify_looks``)."""
-    from understanding.classify import ClassifyConfig, classify_rows
     from vidlab.io import atomic_write_json
+    from vidlab.understanding.classify import ClassifyConfig, classify_rows
 
     _, rl_rows = split_train_rows(world, cfg)
     ccfg = ClassifyConfig(k=cfg.classify_k, seed=cfg.seed, initial_views=cfg.classify_views)
@@ -620,15 +627,15 @@ def stage_grpo(
     import torch
     from tqdm.auto import tqdm
 
-    from understanding.toyworld.nets import load_toy_policy
-    from understanding.toyworld.rl import (
+    from vidlab.io import load_checkpoint, save_checkpoint
+    from vidlab.understanding.toyworld.nets import load_toy_policy
+    from vidlab.understanding.toyworld.rl import (
         all_tied,
         group_advantages,
         grpo_update,
         guard_calls,
         rollout,
     )
-    from vidlab.io import load_checkpoint, save_checkpoint
 
     g = cfg.grpo
     d = out / name

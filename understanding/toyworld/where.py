@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from understanding import protocol as P
-from understanding.agents import clip_candidate_count
-from understanding.toyworld.policy import (
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import clip_candidate_count
+from vidlab.understanding.toyworld.policy import (
     _HOW_MANY,
     NO_SHAPE,
     Embedder,

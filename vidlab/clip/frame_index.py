@@ -470,7 +470,7 @@ def embed_frames(
         and bool(np.all(np.diff(frames) > 0))
     )
     with tqdm(total=frames.size, desc=f"index {name}", unit="frame", disable=not show) as bar:
-        if parallel:
+        if parallel and pipeline is not None:
             from .pipeline import embed_pipelined
 
             return embed_pipelined(reader, model, frames, size, bs, pipeline, bar=bar, stats=stats)

@@ -288,7 +288,9 @@ def _run_local(
     except Exception as e:
         raise WorkerInitError(f"could not construct {worker_cls.__name__}(**{sorted(kwargs)}): {e}") from e
     rec.workers_ready()
-    prefetch = getattr(worker, "prefetch", None)  # optional: a worker may prepare the next item in the background
+    prefetch = getattr(
+        worker, "prefetch", None
+    )  # optional: a worker may prepare the next item in the background
     for n, item in enumerate(pending):
         if prefetch is not None and n + 1 < len(pending):
             prefetch(pending[n + 1])

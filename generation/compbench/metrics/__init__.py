@@ -12,8 +12,8 @@ with a ``"reason"``). Register one with ``@register("name")``; third-party packa
 under the ``vidlab.compbench_metrics`` entry-point group (``name = "module:Class"``).
 
 Built in (offline): ``clip_alignment``, ``clip_presence``, ``layout_faithfulness`` (adapter to the
-non-circular attention measure in ``generation.attention_measure``), ``toyworld_shapes`` (adapter to the
-exact shape detector of ``generation.toyworld``). Official-metric adapters: ``official_mllm``,
+non-circular attention measure in ``vidlab.generation.attention_measure``), ``toyworld_shapes`` (adapter to the
+exact shape detector of ``vidlab.generation.toyworld``). Official-metric adapters: ``official_mllm``,
 ``official_grounding``, ``official_tracking`` (see ``generation/compbench/official``); the official
 scripts' CSV outputs are merged with ``score.ingest=DIR`` instead.
 """
@@ -28,13 +28,13 @@ from typing import Any
 from vidlab.errors import UserError
 
 _REGISTRY: dict[str, str | type] = {
-    "clip_alignment": "generation.compbench.metrics.clip:ClipAlignment",
-    "clip_presence": "generation.compbench.metrics.clip:ClipPresence",
-    "layout_faithfulness": "generation.compbench.metrics.adapters:LayoutFaithfulness",
-    "toyworld_shapes": "generation.compbench.metrics.adapters:ToyworldShapes",
-    "official_mllm": "generation.compbench.official.mllm:OfficialMLLM",
-    "official_grounding": "generation.compbench.official.grounding:OfficialGrounding",
-    "official_tracking": "generation.compbench.official.tracking:OfficialTracking",
+    "clip_alignment": "vidlab.generation.compbench.metrics.clip:ClipAlignment",
+    "clip_presence": "vidlab.generation.compbench.metrics.clip:ClipPresence",
+    "layout_faithfulness": "vidlab.generation.compbench.metrics.adapters:LayoutFaithfulness",
+    "toyworld_shapes": "vidlab.generation.compbench.metrics.adapters:ToyworldShapes",
+    "official_mllm": "vidlab.generation.compbench.official.mllm:OfficialMLLM",
+    "official_grounding": "vidlab.generation.compbench.official.grounding:OfficialGrounding",
+    "official_tracking": "vidlab.generation.compbench.official.tracking:OfficialTracking",
 }
 
 
@@ -60,7 +60,7 @@ class VideoContext:
         return self._frames
 
     def layout(self) -> Any | None:
-        from generation.compbench.planning import load_layout
+        from vidlab.generation.compbench.planning import load_layout
 
         return load_layout(self.layout_file) if self.layout_file else None
 

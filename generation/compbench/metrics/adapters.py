@@ -1,6 +1,6 @@
 """Adapters to metrics that live elsewhere in ``generation/`` (imported lazily, on first use).
 
-``layout_faithfulness``: the non-circular attention measure (``generation.attention_measure``): the share of
+``layout_faithfulness``: the non-circular attention measure (``vidlab.generation.attention_measure``): the share of
 each subject's cross-attention inside its box, read only from maps LAM did not bias, beside the same
 attention's share inside a mirrored (placebo) layout and the boxes' area (chance). It is computed during
 generation (``measure_layout=true`` captures the maps; the baseline then runs with Comp-Attn installed but
@@ -8,7 +8,7 @@ inert, bit-identical to diffusers) and stored in the manifest; this adapter turn
 score (``share``) with ``control_placebo`` and ``control_chance`` beside it.
 
 ``toyworld_shapes``: on videos of the generation toy-world model (prompts in the toy world's caption
-grammar), the exact colour+shape detector of ``generation.toyworld.detect`` checks what the caption asks
+grammar), the exact colour+shape detector of ``vidlab.generation.toyworld.detect`` checks what the caption asks
 for, frame by frame: presence ("a red circle"), the exact count ("two yellow triangles"), the relation
 between centres ("... to the left of ..."), or the motion direction between the first and the last sampled
 frame ("... moving right"). Score = fraction of sampled frames that satisfy the caption (motion: 1 or 0).
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generation.compbench.metrics import MetricError, VideoContext
+from vidlab.generation.compbench.metrics import MetricError, VideoContext
 
 
 class LayoutFaithfulness:
@@ -29,9 +29,11 @@ class LayoutFaithfulness:
     @classmethod
     def check(cls, cfg: Any) -> None:
         try:
-            import generation.attention_measure  # noqa: F401
+            import vidlab.generation.attention_measure  # noqa: F401
         except ImportError as e:
-            raise MetricError(f"metric layout_faithfulness needs generation.attention_measure ({e})") from e
+            raise MetricError(
+                f"metric layout_faithfulness needs vidlab.generation.attention_measure ({e})"
+            ) from e
         if not cfg.measure_layout:
             raise MetricError(
                 "metric layout_faithfulness reads attention captured during generation: generate with "
@@ -102,10 +104,10 @@ class ToyworldShapes:
 
     def __init__(self, cfg: Any, suite: Any) -> None:
         try:
-            from generation.toyworld.detect import detect_video
-            from generation.toyworld.world import CaptionError, parse_caption
+            from vidlab.generation.toyworld.detect import detect_video
+            from vidlab.generation.toyworld.world import CaptionError, parse_caption
         except ImportError as e:
-            raise MetricError(f"metric toyworld_shapes needs generation.toyworld ({e})") from e
+            raise MetricError(f"metric toyworld_shapes needs vidlab.generation.toyworld ({e})") from e
         self.detect_video, self.parse, self.CaptionError = detect_video, parse_caption, CaptionError
 
     def score(self, ctx: VideoContext) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from generation.compbench.metrics import VideoContext
-from generation.compbench.suite import Prompt, Suite, subject_phrases
+from vidlab.generation.compbench.metrics import VideoContext
+from vidlab.generation.compbench.suite import Prompt, Suite, subject_phrases
 
 
 class _ClipMetric:

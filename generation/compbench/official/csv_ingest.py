@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from generation.compbench.suite import BY_KEY
 from vidlab.errors import UserError
+from vidlab.generation.compbench.suite import BY_KEY
 
 ALIASES = {  # filename fragment -> category (longest first when matching)
     "consistent_attr": "consistent_attr",

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from generation.compbench.metrics import VideoContext, build_backend
+from vidlab.generation.compbench.metrics import VideoContext, build_backend
 
 Detection = tuple[list[float], float, str]
 SPATIAL_2D = ("left", "right", "above", "on", "under", "below")

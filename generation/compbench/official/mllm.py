@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from generation.compbench.metrics import VideoContext, build_backend
+from vidlab.generation.compbench.metrics import VideoContext, build_backend
 
 GRID_FRAMES = 6
 SUPPORTED = ("consistent_attr", "action_binding")

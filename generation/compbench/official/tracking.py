@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from generation.compbench.metrics import VideoContext, build_backend
+from vidlab.generation.compbench.metrics import VideoContext, build_backend
 
 
 class TrackerBackend(Protocol):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from generation.compbench.config import METHODS, CompbenchConfig, method_comp_attn
-from generation.config import CompAttnConfig
 from vidlab.config import ConfigError, resolve
+from vidlab.generation.compbench.config import METHODS, CompbenchConfig, method_comp_attn
+from vidlab.generation.config import CompAttnConfig
 
 
 @pytest.mark.parametrize(
@@ -49,8 +49,8 @@ def test_methods_switch_sci_and_lam_only():
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
 def test_gpu_preset_without_a_gpu_is_one_line_before_planning_or_ray(tmp_path, capsys, monkeypatch):
-    from generation.compbench.cli import compbench_main
     from vidlab.errors import run_command
+    from vidlab.generation.compbench.cli import compbench_main
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     out = tmp_path / "run"
@@ -70,7 +70,7 @@ def test_gpu_preset_without_a_gpu_is_one_line_before_planning_or_ray(tmp_path, c
 def test_lam_mask_source_keeps_old_job_identities_unless_it_changes_the_videos():
     import dataclasses
 
-    from generation.compbench.jobs import identity
+    from vidlab.generation.compbench.jobs import identity
 
     suite = type("S", (), {"fingerprint": "f"})()
     base = resolve(CompbenchConfig, "compbench/tiny")
@@ -87,7 +87,7 @@ def test_lam_mask_source_keeps_old_job_identities_unless_it_changes_the_videos()
 def test_ts_attn_settings_keep_old_job_identities_unless_they_change_the_videos():
     import dataclasses
 
-    from generation.compbench.jobs import identity
+    from vidlab.generation.compbench.jobs import identity
 
     suite = type("S", (), {"fingerprint": "f"})()
     base = resolve(CompbenchConfig, "compbench/tiny")

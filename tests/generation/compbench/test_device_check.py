@@ -49,9 +49,9 @@ def test_device_cuda_without_a_gpu_names_generate_device(no_gpu, tmp_path, capsy
 
 
 def test_a_cluster_address_defers_to_the_cluster(no_gpu, monkeypatch):
-    from generation.compbench.cli import check_devices
-    from generation.compbench.config import CompbenchConfig
     from vidlab.config import resolve
+    from vidlab.generation.compbench.cli import check_devices
+    from vidlab.generation.compbench.config import CompbenchConfig
 
     cfg = resolve(CompbenchConfig, "compbench/wan2.1-t2v-14b")
     with pytest.raises(devices.DeviceUnavailableError):

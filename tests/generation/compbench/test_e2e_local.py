@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generation.compbench.cli import compbench_main
 from vidlab.errors import run_command
+from vidlab.generation.compbench.cli import compbench_main
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ def _records(out: Path) -> list[dict]:
 
 
 def test_tiny_end_to_end(tmp_path, compbench_suite, capsys):
-    from generation.compbench.jobs import read_manifest
+    from vidlab.generation.compbench.jobs import read_manifest
     from vidlab.video import open_video
 
     out = tmp_path / "run"
@@ -53,10 +53,10 @@ def test_tiny_end_to_end(tmp_path, compbench_suite, capsys):
     num["prompt"] = "a completely different prompt"
     (out / "layouts" / "numeracy-0001.json").write_text(json.dumps(num))
     # one item fails (an injected fault): it is recorded with its error, the others finish
-    from generation.compbench.config import CompbenchConfig
-    from generation.compbench.jobs import generate_run
-    from generation.compbench.testing import FailUntilFixedWorker
     from vidlab.config import resolve
+    from vidlab.generation.compbench.config import CompbenchConfig
+    from vidlab.generation.compbench.jobs import generate_run
+    from vidlab.generation.compbench.testing import FailUntilFixedWorker
 
     cfg = resolve(CompbenchConfig, str(preset), [])
     fix = tmp_path / "fixed"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import yaml
 
-from generation.compbench.cli import compbench_main
 from vidlab.errors import run_command
+from vidlab.generation.compbench.cli import compbench_main
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ def test_toyworld_model_end_to_end(tmp_path, suite_writer):
         prompts_per_category=2,
         methods=["baseline", "both"],
     )
-    from generation.toyworld.evaluate import SamplingConfig
+    from vidlab.generation.toyworld.evaluate import SamplingConfig
 
     s = SamplingConfig.from_model()  # the shipped model's own frames, size and guidance
     cfg["generate"].update(
@@ -58,11 +58,11 @@ def test_toyworld_model_end_to_end(tmp_path, suite_writer):
     cli = lambda *a: run_command("vidlab compbench", compbench_main, [a[0], "--preset", str(preset), *a[1:]])  # noqa: E731
 
     assert cli("generate") == 0
-    from generation.compbench.jobs import read_manifest
+    from vidlab.generation.compbench.jobs import read_manifest
 
     rows = read_manifest(out)
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
-    from generation.layout import Layout
+    from vidlab.generation.layout import Layout
 
     # the layouts were planned as `vidlab generate` plans them with this preset: boxes capped
     layouts = [Layout.load(p) for p in sorted((out / "layouts").glob("*.json")) if p.name != "failed.json"]

@@ -8,10 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generation.compbench.config import CompbenchConfig, ScoreConfig
-from generation.compbench.metrics import MetricError, VideoContext, available, get_metric, official_indices
-from generation.compbench.metrics.clip import calibrate_threshold
-from generation.compbench.suite import Prompt
+from vidlab.generation.compbench.config import CompbenchConfig, ScoreConfig
+from vidlab.generation.compbench.metrics import (
+    MetricError,
+    VideoContext,
+    available,
+    get_metric,
+    official_indices,
+)
+from vidlab.generation.compbench.metrics.clip import calibrate_threshold
+from vidlab.generation.compbench.suite import Prompt
 
 
 def test_registry_lists_builtins_and_rejects_unknown_names():
@@ -75,7 +81,7 @@ def test_official_adapters_without_a_backend_say_what_to_set():
     ],
 )
 def test_toyworld_adapter_on_rendered_clips(caption, wrong):
-    world = pytest.importorskip("generation.toyworld.world")
+    world = pytest.importorskip("vidlab.generation.toyworld.world")
     scene = world.scene_for_caption(caption, np.random.default_rng(3))
     frames = world.render(scene)
     metric = get_metric("toyworld_shapes")(ScoreConfig(), None)

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import yaml
 
-from generation.compbench.config import CompbenchConfig, ScoreConfig
-from generation.compbench.metrics import VideoContext
-from generation.compbench.metrics.clip import ClipPresence, phrases_for
-from generation.compbench.report import ALL_SUBSET, PAPER_REFERENCES, build_report
-from generation.compbench.suite import DEFAULT_DATA, load_suite
+from vidlab.generation.compbench.config import CompbenchConfig, ScoreConfig
+from vidlab.generation.compbench.metrics import VideoContext
+from vidlab.generation.compbench.metrics.clip import ClipPresence, phrases_for
+from vidlab.generation.compbench.report import ALL_SUBSET, PAPER_REFERENCES, build_report
+from vidlab.generation.compbench.suite import DEFAULT_DATA, load_suite
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,7 +39,7 @@ def test_shared_copy_has_categories_without_subject_metadata(shared_suite):
 
 @pytest.mark.parametrize("category", ["spatial_relationship", "motion_binding", "interaction"])
 def test_layout_fallback_on_the_shared_prompts(shared_suite, category, tmp_path):
-    from generation.planners import plan_layout
+    from vidlab.generation.planners import plan_layout
     from vidlab.video import write_video
 
     prompts = shared_suite.by_category(category)[:12]
@@ -191,9 +191,9 @@ class _FailsOnNumeracy:
 def test_score_exits_nonzero_on_failed_items_and_uses_the_layout_without_metadata(
     tmp_path, suite_writer, capsys
 ):
-    from generation.compbench import metrics as registry
-    from generation.compbench.cli import compbench_main
     from vidlab.errors import run_command
+    from vidlab.generation.compbench import metrics as registry
+    from vidlab.generation.compbench.cli import compbench_main
 
     suite = suite_writer(tmp_path / "suite", meta=False)  # no subject metadata anywhere
     cfg = yaml.safe_load((ROOT / "configs" / "compbench" / "tiny.yaml").read_text())

@@ -12,9 +12,9 @@ import json
 import numpy as np
 import pytest
 
-from generation.compbench.official import grounding, mllm, tracking
-from generation.compbench.official.csv_ingest import IngestError, ingest_dir, read_official_csv
-from generation.compbench.official.recorded import (
+from vidlab.generation.compbench.official import grounding, mllm, tracking
+from vidlab.generation.compbench.official.csv_ingest import IngestError, ingest_dir, read_official_csv
+from vidlab.generation.compbench.official.recorded import (
     RecordedDetector,
     RecordedMLLM,
     RecordedTracker,

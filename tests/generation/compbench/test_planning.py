@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from generation.compbench.planning import layout_path, plan_all
-from generation.compbench.suite import load_suite
+from vidlab.generation.compbench.planning import layout_path, plan_all
+from vidlab.generation.compbench.suite import load_suite
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_ray_two_actors_and_a_killed_actor(tmp_path, compbench_suite, ray_local):
     ray = ray_local
-    from generation.compbench.config import CompbenchConfig
-    from generation.compbench.jobs import generate_run, read_manifest
-    from generation.compbench.testing import HangOnceWorker
     from vidlab.config import resolve
+    from vidlab.generation.compbench.config import CompbenchConfig
+    from vidlab.generation.compbench.jobs import generate_run, read_manifest
+    from vidlab.generation.compbench.testing import HangOnceWorker
     from vidlab.video import open_video
 
     out = tmp_path / "run"

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from generation.compbench.config import CompbenchConfig
-from generation.compbench.report import ReportError, bootstrap_ci, build_report
+from vidlab.generation.compbench.config import CompbenchConfig
+from vidlab.generation.compbench.report import ReportError, bootstrap_ci, build_report
 
 
 def _write(out, methods, seeds=(0,)):
@@ -101,7 +101,7 @@ def test_report_without_scores_is_one_clear_error(tmp_path):
 def test_official_csv_scores_enter_the_report(tmp_path):
     import csv as _csv
 
-    from generation.compbench.official.csv_ingest import ingest_dir
+    from vidlab.generation.compbench.official.csv_ingest import ingest_dir
 
     out = tmp_path / "run"
     _write(out, ["baseline", "both"])

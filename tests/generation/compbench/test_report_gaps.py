@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generation.compbench.config import CompbenchConfig
-from generation.compbench.report import ALL_SUBSET, build_report
+from vidlab.generation.compbench.config import CompbenchConfig
+from vidlab.generation.compbench.report import ALL_SUBSET, build_report
 
 CATS = ("consistent_attr", "spatial_relationship", "numeracy", "motion_binding")
 METHODS = ("baseline", "both")
@@ -105,8 +105,8 @@ def test_every_section_names_each_gap_with_a_reason(report):
 
 
 def test_the_report_command_prints_no_empty_gap(tmp_path, capsys):
-    from generation.compbench.cli import compbench_main
     from vidlab.errors import run_command
+    from vidlab.generation.compbench.cli import compbench_main
 
     out = tmp_path / "run"
     _write(out)

@@ -34,9 +34,9 @@ def _ok_records(out: Path) -> list[dict]:
 
 
 def test_kill_9_mid_run_then_resume(tmp_path, compbench_suite):
-    from generation.compbench.config import CompbenchConfig
-    from generation.compbench.jobs import generate_run, read_manifest
     from vidlab.config import resolve
+    from vidlab.generation.compbench.config import CompbenchConfig
+    from vidlab.generation.compbench.jobs import generate_run, read_manifest
     from vidlab.video import open_video
 
     out = tmp_path / "run"
@@ -53,7 +53,7 @@ def test_kill_9_mid_run_then_resume(tmp_path, compbench_suite):
     preset = tmp_path / "cb.yaml"
     preset.write_text(yaml.safe_dump(cfg))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "generation.compbench", "generate", "--preset", str(preset)],
+        [sys.executable, "-m", "vidlab.generation.compbench", "generate", "--preset", str(preset)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from generation.compbench.suite import CATEGORIES, DEFAULT_DATA, SuiteError, load_suite, subject_phrases
+from vidlab.generation.compbench.suite import (
+    CATEGORIES,
+    DEFAULT_DATA,
+    SuiteError,
+    load_suite,
+    subject_phrases,
+)
 
 
 def test_loads_seven_categories_in_official_order(compbench_suite):

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generation.compbench.cli import compbench_main
 from vidlab.errors import run_command
+from vidlab.generation.compbench.cli import compbench_main
 
 pytestmark = pytest.mark.slow
 
 
 def test_ts_attn_is_a_compbench_method_end_to_end(tmp_path, compbench_suite):
-    from generation.compbench.jobs import read_manifest
+    from vidlab.generation.compbench.jobs import read_manifest
 
     cfg = yaml.safe_load(
         (Path(__file__).resolve().parents[3] / "configs" / "compbench" / "tiny.yaml").read_text()

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generation.toyworld.evaluate import BOXES_2D, EvalItem, comp_config, item_layout, score_record
-from generation.toyworld.world import Scene, WorldConfig, WorldObject, render
+from vidlab.generation.toyworld.evaluate import BOXES_2D, EvalItem, comp_config, item_layout, score_record
+from vidlab.generation.toyworld.world import Scene, WorldConfig, WorldObject, render
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -122,8 +122,8 @@ def test_bad_options_are_one_line_before_any_model_loads(argv, match, capsys):
 
 
 def test_colour_relation_reads_the_layout_without_the_shapes():
-    from generation.toyworld.detect import detect_video
-    from generation.toyworld.evaluate import colour_relation
+    from vidlab.generation.toyworld.detect import detect_video
+    from vidlab.generation.toyworld.evaluate import colour_relation
 
     cfg = WorldConfig()
     s = cfg.size

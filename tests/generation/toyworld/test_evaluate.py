@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generation.toyworld.evaluate import (
+from vidlab.generation.toyworld.evaluate import (
     SIDE_BOXES,
     EvalItem,
     RecordCache,
@@ -23,8 +23,8 @@ from generation.toyworld.evaluate import (
     side_layout,
     single_items,
 )
-from generation.toyworld.metrics import paired_ci, subject_centre, toward_box
-from generation.toyworld.world import Scene, WorldObject, render
+from vidlab.generation.toyworld.metrics import paired_ci, subject_centre, toward_box
+from vidlab.generation.toyworld.world import Scene, WorldObject, render
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -41,7 +41,7 @@ def _bench():
 
 def _scene_at(cx: float, colour: str = "red", shape: str = "circle", frames: int = 5) -> np.ndarray:
     """A single shape rendered with its centre at ``cx`` (fraction of the width), mid-height."""
-    from generation.toyworld.world import WorldConfig
+    from vidlab.generation.toyworld.world import WorldConfig
 
     cfg = WorldConfig(frames=frames)
     obj = WorldObject(colour, shape, 0.13 * cfg.size, (cx * cfg.size, 32.0), (cx * cfg.size, 32.0))
@@ -210,7 +210,7 @@ def test_chunks_interleave_both_kinds_and_cover_every_item_once():
 
 @pytest.mark.slow
 def test_run_method_on_the_shipped_model_and_a_resume_never_touches_it(tmp_path):
-    from generation.toyworld.evaluate import load_toyworld_pipeline, model_fingerprint
+    from vidlab.generation.toyworld.evaluate import load_toyworld_pipeline, model_fingerprint
 
     pipe = load_toyworld_pipeline()
     s = SamplingConfig.from_model()
@@ -228,7 +228,7 @@ def test_run_method_on_the_shipped_model_and_a_resume_never_touches_it(tmp_path)
     base = run_method(pipe, "baseline", single_items(["a red circle"]), [0], s, progress=False)
     left, right = sorted(base, key=lambda r: r["side"])  # Comp-Attn off: one video serves both box sides
     assert left["cx"] == right["cx"] and left["toward"] == -right["toward"]
-    from generation.comp_attn import CompAttnError
+    from vidlab.generation.comp_attn import CompAttnError
 
     with pytest.raises(
         CompAttnError, match="no transformer"
@@ -248,8 +248,8 @@ def test_run_method_on_the_shipped_model_and_a_resume_never_touches_it(tmp_path)
 def test_calibrated_preset_is_the_model_preset_with_the_chosen_values(tmp_path):
     import yaml
 
-    from generation.config import CompAttnConfig
     from vidlab.config import from_dict
+    from vidlab.generation.config import CompAttnConfig
 
     b = _bench()
     chosen = {"lam.alpha_max": 4.0, "lam.step_fraction": 0.6, "sci.strength": 1.0}
@@ -291,7 +291,7 @@ def test_the_sampling_settings_and_the_presets_follow_the_shipped_model():
     cap); ``vidlab generate``'s toy-world presets must say the same, or the quickstart samples another model."""
     import yaml
 
-    from generation.toyworld.evaluate import WEIGHTS_DIR
+    from vidlab.generation.toyworld.evaluate import WEIGHTS_DIR
 
     gen = json.loads((WEIGHTS_DIR / "toyworld.json").read_text())["generate"]
     s = SamplingConfig.from_model()
@@ -307,8 +307,8 @@ def test_the_detectors_verdict_is_given_for_toy_world_folders_only_and_says_why_
     """What `vidlab generate` and the demo print beside a video: the exact detector's verdict on a toy-world
     model's output (here a clean render, so every part is 'yes'); None for any other model; a prompt outside the
     caption grammar is named as not judged instead of raising."""
-    from generation.toyworld.evaluate import WEIGHTS_DIR
-    from generation.toyworld.metrics import judge_toyworld_videos, verdict_line
+    from vidlab.generation.toyworld.evaluate import WEIGHTS_DIR
+    from vidlab.generation.toyworld.metrics import judge_toyworld_videos, verdict_line
 
     frames = _scene_at(0.3, "red", "circle")
     (v,) = judge_toyworld_videos(str(WEIGHTS_DIR), "a red circle", [frames])

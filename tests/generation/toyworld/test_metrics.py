@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from generation.toyworld.metrics import bootstrap_ci, phrase_subject, score_video
-from generation.toyworld.world import render, scene_for_caption
+from vidlab.generation.toyworld.metrics import bootstrap_ci, phrase_subject, score_video
+from vidlab.generation.toyworld.world import render, scene_for_caption
 
 
 def _frames(caption: str, seed: int = 0) -> np.ndarray:
@@ -37,7 +37,7 @@ def test_missing_subject_count_and_motion():
 
 
 def test_layout_iou_is_high_for_the_true_boxes_and_zero_when_absent():
-    from generation.layout import Layout, SubjectLayout
+    from vidlab.generation.layout import Layout, SubjectLayout
 
     scene = scene_for_caption("a purple square", np.random.default_rng(4))
     box = scene.objects[0].box(0.0, 64)

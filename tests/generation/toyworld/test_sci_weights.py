@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from generation.toyworld.model import WEIGHTS_DIR
+from vidlab.generation.toyworld.model import WEIGHTS_DIR
 
 TRAINED_TE = WEIGHTS_DIR.parent / "weights_trained_te"
 
@@ -27,7 +27,7 @@ def _load(folder: Path, part: str) -> dict:
 
 
 def test_the_folder_is_small_safetensors_fine_tuned_from_the_shipped_weights_with_the_encoder_trained():
-    from generation.toyworld.train import init_digest
+    from vidlab.generation.toyworld.train import init_digest
 
     files = [p for p in TRAINED_TE.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < 12 * 2**20

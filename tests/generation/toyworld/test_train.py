@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cfg(tmp: Path, *extra: str):
-    from generation.toyworld.train import TrainConfig
     from vidlab.config import resolve
+    from vidlab.generation.toyworld.train import TrainConfig
 
     return resolve(TrainConfig, None, [*TINY, f"ckpt_dir={tmp}", *extra])
 
@@ -56,17 +56,17 @@ def _safetensors(path: Path) -> dict:
 def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(tmp_path):
     from transformers import AutoTokenizer
 
-    from generation.cli import generate_main
-    from generation.toyworld.model import build_transformer
-    from generation.toyworld.tokenizer import build_word_tokenizer
-    from generation.toyworld.train import train
+    from vidlab.generation.cli import generate_main
+    from vidlab.generation.toyworld.model import build_transformer
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.train import train
 
     cfg = _cfg(tmp_path / "ckpt")
     out = train(cfg, tmp_path / "pipe", progress=False)
     assert (out / "model_index.json").is_file()
     trained = _safetensors(out / "transformer" / "diffusion_pytorch_model.safetensors")
     torch.manual_seed(cfg.seed + 1)
-    from generation.toyworld.model import build_text_encoder
+    from vidlab.generation.toyworld.model import build_text_encoder
 
     build_text_encoder(cfg.model, len(build_word_tokenizer()))
     init = build_transformer(cfg.model).state_dict()
@@ -95,12 +95,12 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
-    """The kill is a real SIGKILL of a real ``python -m generation.toyworld.cli`` process; the runs after it
+    """The kill is a real SIGKILL of a real ``python -m vidlab.generation.toyworld.cli`` process; the runs after it
     call the same command in this process (its entry point with its error handling), which saves six
     interpreter start-ups of torch + diffusers."""
 
     def killed_run(out: Path, ckpt: Path, *extra: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "generation.toyworld.cli", "--out", str(out), "--no-progress"]
+        cmd = [sys.executable, "-m", "vidlab.generation.toyworld.cli", "--out", str(out), "--no-progress"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         return subprocess.run(
             [*cmd, *TINY, f"ckpt_dir={ckpt}", *extra],
@@ -112,8 +112,8 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
         )
 
     def run(out: Path, ckpt: Path, *extra: str) -> subprocess.CompletedProcess:
-        from generation.toyworld.cli import train_main
         from vidlab.errors import run_command
+        from vidlab.generation.toyworld.cli import train_main
 
         capsys.readouterr()
         argv = ["--out", str(out), "--no-progress", *TINY, f"ckpt_dir={ckpt}", *extra]
@@ -158,10 +158,10 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
 
 
 def test_a_text_length_shorter_than_the_worlds_longest_caption_is_refused_in_one_line(tmp_path):
-    from generation.toyworld.tokenizer import build_word_tokenizer
-    from generation.toyworld.train import LONGEST_CAPTION_TOKENS, check_config
-    from generation.toyworld.world import KINDS, all_captions
     from vidlab.errors import UserError
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.train import LONGEST_CAPTION_TOKENS, check_config
+    from vidlab.generation.toyworld.world import KINDS, all_captions
 
     tok = build_word_tokenizer()
     longest = max(len(tok(c).input_ids) for k in KINDS for c in all_captions(k))
@@ -181,9 +181,9 @@ def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_
     """The two transformer-stage options tried on the shape problem (docs/results/toyworld-wan-training.md):
     ``train_text_encoder=false`` keeps UMT5 at its seeded initialisation; ``dit_anneal_steps`` more steps at
     ``dit_anneal_lr`` after ``dit_steps``; the shorter text length travels with the folder."""
-    from generation.toyworld.model import build_text_encoder
-    from generation.toyworld.tokenizer import build_word_tokenizer
-    from generation.toyworld.train import TrainStateError, train
+    from vidlab.generation.toyworld.model import build_text_encoder
+    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
+    from vidlab.generation.toyworld.train import TrainStateError, train
 
     extra = ("model.text_len=12", "train_text_encoder=false", "dit_steps=2", "dit_anneal_steps=1")
     out = train(_cfg(tmp_path / "ck", *extra, "sample_guidance=6"), tmp_path / "pipe", progress=False)
@@ -197,7 +197,7 @@ def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_
     meta = json.loads((out / "toyworld.json").read_text())
     assert len(meta["dit_losses"]) == 3 and "frozen" in meta["text_encoder"]
     # the sampling settings travel with the folder, and the benchmark (and the gates) sample at them
-    from generation.toyworld.evaluate import SamplingConfig
+    from vidlab.generation.toyworld.evaluate import SamplingConfig
 
     assert meta["generate"] == {"height": 32, "width": 32, "frames": 5, "steps": 12, "guidance": 6.0}
     s = SamplingConfig.from_model(out)
@@ -217,7 +217,7 @@ def test_shape_weights_cover_every_shape_on_the_latent_grid_and_nothing_far_from
     """``dit_fg_weight``: the latent cells a shape covers (frame 0 alone, later frames pooled as the VAE pools
     them) get the weight, cells two or more latent pixels from every shape get 1; the weights follow the stored
     captions or refuse; a checkpoint trained at another weight does not resume."""
-    from generation.toyworld.train import TrainStateError, latent_fg_weights, train, training_scene
+    from vidlab.generation.toyworld.train import TrainStateError, latent_fg_weights, train, training_scene
 
     cfg = _cfg(tmp_path / "ck", "size=64", "model.vae_dim_mult=[1,2,2]", "dit_fg_weight=5", "clips=12")
     caps = [training_scene(cfg, i)[1] for i in range(cfg.clips)]
@@ -244,7 +244,7 @@ def test_shape_weights_cover_every_shape_on_the_latent_grid_and_nothing_far_from
 def test_options_added_later_leave_older_checkpoints_identity_alone_until_set():
     """``LATER_OPTIONS`` at their defaults reproduce the older training, so they are not part of a checkpoint's
     identity (older checkpoints resume); set away from them, they are, in the stages they change."""
-    from generation.toyworld.train import LATER_OPTIONS, TrainConfig, stage_identity
+    from vidlab.generation.toyworld.train import LATER_OPTIONS, TrainConfig, stage_identity
 
     base = TrainConfig()
     assert all(getattr(base, k) == v for k, v in LATER_OPTIONS.items())
@@ -272,8 +272,8 @@ def test_options_added_later_leave_older_checkpoints_identity_alone_until_set():
     ],
 )
 def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_built(tmp_path, bad, says):
-    from generation.toyworld.train import check_config
     from vidlab.errors import UserError
+    from vidlab.generation.toyworld.train import check_config
 
     with pytest.raises(UserError, match=says):
         check_config(_cfg(tmp_path, bad))
@@ -283,7 +283,7 @@ def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_
 def test_checkpoint_evaluation_reports_presence_per_shape_and_the_shape_swap_control(tmp_path):
     """The figures that show whether the shape word is used: presence per shape (their mean is the presence)
     and the level-0.7 shape-swap probe, recorded with every checkpoint evaluation."""
-    from generation.toyworld.train import SWAP_LEVEL, train
+    from vidlab.generation.toyworld.train import SWAP_LEVEL, train
 
     cfg = _cfg(tmp_path / "ck", "eval_every=3", "eval_steps=2", "model.text_len=16")
     train(cfg, tmp_path / "out", progress=False)
@@ -301,7 +301,7 @@ def test_training_figure_draws_checkpoints_with_and_without_the_swap_control(tmp
     """Older records have no swap figure: the PNG is drawn either way (the swap line from the entries that have it)."""
     from PIL import Image
 
-    from generation.toyworld.cli import plot_training
+    from vidlab.generation.toyworld.cli import plot_training
 
     evals = [
         {"step": 100, "single_presence": 0.2, "single_colour": 0.5},
@@ -324,8 +324,8 @@ def test_training_figure_draws_checkpoints_with_and_without_the_swap_control(tmp
 
 
 def test_a_caption_subset_keeps_exactly_its_clips_and_names_a_caption_without_clips():
-    from generation.toyworld.train import caption_subset
     from vidlab.errors import UserError
+    from vidlab.generation.toyworld.train import caption_subset
 
     caps = ["a red square", "a blue circle", "a red square", "two red squares"]
     assert caption_subset(caps, []).tolist() == [0, 1, 2, 3]
@@ -336,7 +336,7 @@ def test_a_caption_subset_keeps_exactly_its_clips_and_names_a_caption_without_cl
 
 
 def test_the_caption_subset_option_leaves_older_checkpoints_identity_alone_until_set():
-    from generation.toyworld.train import TrainConfig, stage_identity
+    from vidlab.generation.toyworld.train import TrainConfig, stage_identity
 
     assert "dit_captions" not in stage_identity(TrainConfig(), "dit")
     assert stage_identity(TrainConfig(dit_captions=["a red square"]), "dit")["dit_captions"] == [

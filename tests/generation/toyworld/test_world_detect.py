@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from generation.toyworld.detect import box_iou, detect_frame
-from generation.toyworld.world import (
+from vidlab.generation.toyworld.detect import box_iou, detect_frame
+from vidlab.generation.toyworld.world import (
     KINDS,
     CaptionError,
     WorldConfig,

@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from understanding.lmms.requests import LmmsRequestError, parse_context, question_and_options, video_path
+from vidlab.understanding.lmms.requests import (
+    LmmsRequestError,
+    parse_context,
+    question_and_options,
+    video_path,
+)
 
 TASK_UTILS = """
 def doc_to_visual(doc):
@@ -103,7 +108,7 @@ def _lmms_eval(tmp_path: Path, model_args: str, tasks: list[str], task_dir: Path
     assert results, "lmms-eval wrote no results (it logs errors and still exits 0): " + res.stderr[-3000:]
     report = json.loads(results[-1].read_text())
     # resolved through lmms-eval's registry to vidlab's class
-    assert report["config"]["model_backend"] == "understanding.lmms.model.VideoBrainLMM (simple)"
+    assert report["config"]["model_backend"] == "vidlab.understanding.lmms.model.VideoBrainLMM (simple)"
     return report
 
 
@@ -126,7 +131,7 @@ def _scored_as_recorded(
 
 @pytest.mark.slow
 def test_lmms_eval_cli_runs_videobrain_episodes(tmp_path):
-    from understanding.benchmarks.synthetic import write_needle_benchmark
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
     jsonl = write_needle_benchmark(tmp_path / "nb", n=4, num_frames=200, fps=10.0)
     rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
@@ -179,8 +184,8 @@ def test_lmms_eval_cli_runs_videobrain_episodes(tmp_path):
 @pytest.mark.slow
 def test_lmms_eval_cli_with_the_trained_toy_policy_and_its_clip(tmp_path):
     """The toy world's trained policy + toy CLIP (clip_sample offered) answer toy-world questions in lmms-eval."""
-    from understanding.toyworld import SHIPPED_CLIP, resolve_toy_dir
-    from understanding.toyworld.world import build_split
+    from vidlab.understanding.toyworld import SHIPPED_CLIP, resolve_toy_dir
+    from vidlab.understanding.toyworld.world import build_split
 
     try:
         resolve_toy_dir("shipped")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from understanding.policies import DEFAULT_POLICY, check_policy_spec
-from understanding.toyworld import SHIPPED, SHIPPED_CLIP, WEIGHTS_DIR, ToyPolicySpec, resolve_toy_dir
+from vidlab.understanding.policies import DEFAULT_POLICY, check_policy_spec
+from vidlab.understanding.toyworld import SHIPPED, SHIPPED_CLIP, WEIGHTS_DIR, ToyPolicySpec, resolve_toy_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -32,19 +32,19 @@ def test_the_default_policy_is_toy_where_and_toy_shipped_stays_by_name():
 
 
 def test_the_demo_and_the_lmms_plugin_default_to_it():
-    from demos.app import demo_config
-    from demos.config import DemoQAConfig
+    from vidlab.demos.app import demo_config
+    from vidlab.demos.config import DemoQAConfig
 
     assert DemoQAConfig().policy == DEFAULT_POLICY
     assert demo_config([]).qa.policy == DEFAULT_POLICY == demo_config(["--preset", "default"]).qa.policy
     import inspect
 
-    lmms = pytest.importorskip("understanding.lmms.model")
+    lmms = pytest.importorskip("vidlab.understanding.lmms.model")
     assert inspect.signature(lmms.VideoBrainLMM.__init__).parameters["policy"].default == DEFAULT_POLICY
 
 
 def test_the_cli_names_it_in_its_examples_and_in_the_missing_policy_message(capsys):
-    from understanding.cli import eval_qa_main, qa_main
+    from vidlab.understanding.cli import eval_qa_main, qa_main
 
     for main in (qa_main, eval_qa_main):
         with pytest.raises(SystemExit):

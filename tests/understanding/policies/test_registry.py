@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from understanding.policies import (
+from vidlab.understanding.policies import (
     PolicySpecError,
     available_policies,
     check_policy_spec,
@@ -22,7 +22,7 @@ from understanding.policies import (
 )
 
 PLUGIN = '''
-from understanding.policies.errors import PolicySpecError
+from vidlab.understanding.policies.errors import PolicySpecError
 
 
 class EchoPolicy:
@@ -61,11 +61,11 @@ def test_builtin_schemes_and_the_toy_world_registers_itself():
     known = available_policies()
     for scheme in ("hf", "hf-tiny", "openai", "replay", "const", "pixel"):
         assert known[scheme] == "built-in"
-    # toy comes from this distribution's own entry point, not from an import inside understanding.policies
-    assert known["toy"].startswith("entry point understanding.toyworld")
+    # toy comes from this distribution's own entry point, not from an import inside vidlab.understanding.policies
+    assert known["toy"].startswith("entry point vidlab.understanding.toyworld")
     import ast
 
-    import understanding.policies as pkg
+    import vidlab.understanding.policies as pkg
 
     for path in Path(pkg.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -73,7 +73,10 @@ def test_builtin_schemes_and_the_toy_world_registers_itself():
                 names = (
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 )
-                assert not any(n.startswith("understanding.toyworld") for n in names), (path.name, names)
+                assert not any(n.startswith("vidlab.understanding.toyworld") for n in names), (
+                    path.name,
+                    names,
+                )
 
 
 def test_unknown_scheme_names_close_ones():
@@ -145,7 +148,7 @@ def test_entry_point_plugin_in_process(plugin_dist, monkeypatch):
 
 def test_entry_point_plugin_through_vidlab_qa(plugin_dist, tmp_path):
     """`vidlab qa --policy echo:B` runs a model that vidlab never heard of, through the real episode loop."""
-    from understanding.benchmarks.synthetic import write_needle_benchmark
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
     jsonl = write_needle_benchmark(tmp_path / "nb", n=1, num_frames=80, fps=10.0)
     row = json.loads(jsonl.read_text().splitlines()[0])

@@ -29,7 +29,7 @@ def rl_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def needles(rl_root) -> Path:
     """questions.jsonl over two 120-frame, 10 fps videos (one shows a red square)."""
-    from understanding.benchmarks.synthetic import write_needle_benchmark
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
     return write_needle_benchmark(rl_root / "needles", n=2, num_frames=120, fps=10.0)
 
@@ -45,6 +45,6 @@ def question_rows(needles) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def tiny_dir(rl_root) -> Path:
-    from understanding.policies.tiny_qwen import save_tiny_qwen_vl
+    from vidlab.understanding.policies.tiny_qwen import save_tiny_qwen_vl
 
     return save_tiny_qwen_vl(rl_root / "tiny-qwen2_5_vl", "qwen2_5_vl", seed=0)

@@ -54,7 +54,7 @@ printf '%s\\n' "$@" > {record}
 @pytest.fixture(scope="module")
 def launch(needles, rl_root):
     """`vidlab train-agent --engine verl` output for the needle questions (no val data given)."""
-    from understanding.rl.cli import verl_main
+    from vidlab.understanding.rl.cli import verl_main
 
     out = rl_root / "launchers"
     rc = verl_main(["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)])
@@ -139,12 +139,11 @@ def test_ray_job_runtime_env_parses_with_rays_own_cli(launch, tmp_path, dashboar
     assert sub["address"] == dash.url and dash.seen == [None]  # checked first, with no token to send
     renv = sub["runtime_env"]
     # vidlab's packages travel with the job, from wherever this Python imports them; no checkout on PYTHONPATH
-    import understanding
-    import vidlab
+    import vidlab.understanding
 
-    assert sorted(renv["py_modules"]) == sorted(
-        str(Path(m.__file__).resolve().parent) for m in (vidlab, understanding)
-    )
+    dirs = [Path(m.__file__).resolve().parent for m in (vidlab, vidlab.understanding)]
+    want = [dirs[0]] + [d for d in dirs[1:] if dirs[0] not in d.parents]
+    assert sorted(renv["py_modules"]) == sorted(str(d) for d in want)
     assert "PYTHONPATH" not in renv.get("env_vars", {}) and "working_dir" not in renv
     ep = sub["entrypoint"]
     assert ep[:2] == ["bash", "-c"] and ep[3:5] == ["python3", "0"]  # RAY_PYTHON, not a dry run
@@ -265,7 +264,7 @@ def test_launch_sh_says_how_to_install_when_vidlab_is_missing(launch, tmp_path):
     # this interpreter without its site-packages (-S) and without the working directory (-I): no vidlab
     _shim(tmp_path / "bin", "bare-python", f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
     bare = str(tmp_path / "bin" / "bare-python")
-    assert subprocess.run([bare, "-c", "import understanding"], capture_output=True).returncode != 0
+    assert subprocess.run([bare, "-c", "import vidlab.understanding"], capture_output=True).returncode != 0
     assert subprocess.run([bare, "-c", "import json"], capture_output=True).returncode == 0
     env = dict(os.environ, PYTHON=bare)
     env.pop("PYTHONPATH", None)
@@ -281,7 +280,7 @@ def test_one_row_cannot_be_split(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from understanding.rl.verl_launch import LaunchError, hold_out_validation
+    from vidlab.understanding.rl.verl_launch import LaunchError, hold_out_validation
 
     pq.write_table(pa.table({"x": [1]}), str(tmp_path / "t.parquet"))
     with pytest.raises(LaunchError, match="val_data"):

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from understanding import protocol as P
-from understanding.reward import compute_score
+from vidlab.understanding import protocol as P
+from vidlab.understanding.reward import compute_score
 
 pytest.importorskip("trl")
 
 
 @pytest.fixture(scope="module")
 def trl_run(tmp_path_factory):
-    from understanding.rl.cli import trl_main
+    from vidlab.understanding.rl.cli import trl_main
 
     out = tmp_path_factory.mktemp("trl-run")
     rc = trl_main(["--preset", "trl-tiny", f"out={out}", "max_steps=2"])
@@ -68,8 +68,8 @@ def test_loss_covers_assistant_tokens_only(trl_run):
 def test_parameters_change_vision_tower_stays_frozen_and_checkpoint_reloads_through_hf_policy(trl_run):
     import torch
 
-    from understanding.messages import Frame, Message
-    from understanding.policies.hf import HFPolicy
+    from vidlab.understanding.messages import Frame, Message
+    from vidlab.understanding.policies.hf import HFPolicy
 
     out, _, _ = trl_run
     base = HFPolicy.from_pretrained(str(out / "base-model"))
@@ -89,7 +89,7 @@ def test_parameters_change_vision_tower_stays_frozen_and_checkpoint_reloads_thro
 
 
 def test_trl_user_errors_cost_one_line(capsys):
-    from understanding.rl.cli import trl_main
+    from vidlab.understanding.rl.cli import trl_main
 
     assert trl_main(["--preset", "trl-tiny", "num_generations=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -102,9 +102,9 @@ def test_trl_user_errors_cost_one_line(capsys):
 def test_verl_engine_writes_dataset_tool_config_and_launch(needles, tmp_path, capsys):
     from verl.tools.tool_registry import initialize_tools_from_config
 
-    from understanding.rl.cli import verl_main
-    from understanding.rl.verl_launch import VerlConfig, tool_config
     from vidlab.config import resolve
+    from vidlab.understanding.rl.cli import verl_main
+    from vidlab.understanding.rl.verl_launch import VerlConfig, tool_config
 
     out = tmp_path / "vb"
     assert verl_main(["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)]) == 0

@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from understanding import protocol as P
-from understanding.agents import ClipAgent, UniformAgent, initial_indices
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import ClipAgent, UniformAgent, initial_indices
 
 verl = pytest.importorskip("verl")
 
@@ -33,8 +33,8 @@ def verl_out(rl_root, needles, tiny_dir):
     """Converted parquet + tool/agent-loop configs + verl's composed trainer config for the tiny model."""
     from hydra import compose, initialize_config_dir
 
-    from understanding.rl import dataset as D
-    from understanding.rl.verl_launch import ClipToolConfig, VerlConfig, hydra_overrides, write_launch
+    from vidlab.understanding.rl import dataset as D
+    from vidlab.understanding.rl.verl_launch import ClipToolConfig, VerlConfig, hydra_overrides, write_launch
 
     out = rl_root / "verl"
     report = D.convert(f"jsonl:{needles}", out / "train.parquet", progress=False)
@@ -74,7 +74,7 @@ def test_launch_overrides_are_verl_keys_with_the_reference_settings(verl_out):
 def _agent_data(video: str, total: int, fps: float):
     from verl.experimental.agent_loop.tool_agent_loop import AgentData
 
-    from understanding.rl.tools import SESSION_KEY, new_session
+    from vidlab.understanding.rl.tools import SESSION_KEY, new_session
 
     ad = AgentData([], [], None, None, {}, {}, "req", {})
     ad.extra_fields[SESSION_KEY] = new_session(video, total, fps, initial_indices(total), max_calls=5)
@@ -88,8 +88,8 @@ def test_tools_load_through_verl_config_loader_and_return_real_tool_responses(
     from verl.tools.schemas import ToolResponse
     from verl.tools.tool_registry import initialize_tools_from_config
 
-    from understanding.rl.tools import SESSION_KEY
     from vidlab.clip import FrameIndex, load_model
+    from vidlab.understanding.rl.tools import SESSION_KEY
 
     tools = {t.name: t for t in initialize_tools_from_config(verl_out["paths"]["tools"])}
     assert set(tools) == {"uniform_sample", "clip_sample"} and all(
@@ -140,8 +140,8 @@ def test_tools_load_through_verl_config_loader_and_return_real_tool_responses(
 def test_converted_rows_read_back_with_verl_rlhf_dataset_and_bad_rows_are_reported(
     verl_out, question_rows, rl_root
 ):
-    from understanding.policies.tiny_qwen import build_tiny_qwen_vl
-    from understanding.rl import dataset as D
+    from vidlab.understanding.policies.tiny_qwen import build_tiny_qwen_vl
+    from vidlab.understanding.rl import dataset as D
 
     _, processor = build_tiny_qwen_vl("qwen2_5_vl")
     ds = D.read_back(verl_out["report"].path, processor)
@@ -181,9 +181,9 @@ def _run_worker(verl_out, tiny_dir, script, n_rows=1):
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    from understanding.policies.hf import HFPolicy
-    from understanding.rl import dataset as D
-    from understanding.rl.local_server import LocalHFServer
+    from vidlab.understanding.policies.hf import HFPolicy
+    from vidlab.understanding.rl import dataset as D
+    from vidlab.understanding.rl.local_server import LocalHFServer
 
     policy = HFPolicy.from_pretrained(str(tiny_dir))
     server = LocalHFServer(policy.model, policy.processor, script=script, max_new_tokens=12)
@@ -219,10 +219,10 @@ def _reward(verl_out, worker, out, batch):
 def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(
     verl_out, tiny_dir, question_rows, rl_root
 ):
-    from understanding.env import EpisodeConfig, run_episode
-    from understanding.policies.replay import ReplayPolicy
-    from understanding.reward import compute_score
     from vidlab.clip import FrameIndex, load_model
+    from vidlab.understanding.env import EpisodeConfig, run_episode
+    from vidlab.understanding.policies.replay import ReplayPolicy
+    from vidlab.understanding.reward import compute_score
 
     out, worker, server, batch = _run_worker(verl_out, tiny_dir, SCRIPT)
     tok = worker.tokenizer
@@ -239,7 +239,7 @@ def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(
     assert (
         obs_text.count(P.observation_text(1, False)) == 4 and obs_text.count(P.observation_text(5, True)) == 1
     )
-    # the same episode through understanding.env.Episode shows the same frames with the same labels
+    # the same episode through vidlab.understanding.env.Episode shows the same frames with the same labels
     video = question_rows[0]["video"]
     model = load_model(CLIP_SPEC, device="cpu")
     index = FrameIndex.build(video, model, "fps=1", cache_dir=str(rl_root / "index"), progress=False)
@@ -252,7 +252,7 @@ def test_agent_loop_plays_one_full_episode_as_verl_trainer_consumes_it(
         agents=[UniformAgent(video), ClipAgent(index, model, reader=video)],
     )
     # byte-exact: verl's whole token sequence (image pads collapsed) == the chat template over Episode's messages
-    from understanding.policies.hf import to_hf_messages
+    from vidlab.understanding.policies.hf import to_hf_messages
 
     pad = tok.convert_tokens_to_ids("<|image_pad|>")
     ids = out.batch["input_ids"][0][out.batch["attention_mask"][0].bool()].tolist()
@@ -296,7 +296,7 @@ def test_agent_loop_with_the_model_sampling_ends_and_scores_zero(verl_out, tiny_
 
 
 def test_fork_wrapper_returns_four_numbers_for_vl_agent():
-    from understanding.rl.verl_reward import compute_score, compute_score_vl_agent
+    from vidlab.understanding.rl.verl_reward import compute_score, compute_score_vl_agent
 
     text = "<thinking>t</thinking><answer>A</answer>"
     extra = {"classification": "direct", "options": ["x", "y"]}

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from understanding.toyworld.corpus import (
+from vidlab.understanding.toyworld.corpus import (
     COUNT_ANY,
     CorpusConfig,
     CorpusMismatchError,
@@ -14,7 +14,7 @@ from understanding.toyworld.corpus import (
     count_any_intervals,
     quick_config,
 )
-from understanding.toyworld.world import COUNT_WORDS, video_spec
+from vidlab.understanding.toyworld.world import COUNT_WORDS, video_spec
 
 
 def test_the_full_corpus_is_benchmark_sized_with_every_kind_on_every_video():
@@ -70,8 +70,8 @@ def test_eval_qa_builds_each_index_once_across_strategies(tmp_path):
     """Two strategies over one video's 11 questions: one record says "built", every other one "cached"; a rerun in
     another folder with the same cache builds nothing, and its records equal the first run's without the run's
     own fields (RUN_FIELDS)."""
-    from understanding.evaluate import RUN_FIELDS, load_results
     from vidlab.cli import main
+    from vidlab.understanding.evaluate import RUN_FIELDS, load_results
 
     corpus = build_corpus(tmp_path / "corpus", quick_config(videos=1))
     cache = tmp_path / "cache"

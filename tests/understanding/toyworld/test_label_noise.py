@@ -3,10 +3,10 @@ lucky guess; the shifted initial views' rule is compared with the one-view rule 
 
 from types import SimpleNamespace
 
-from understanding.agents import linspace_frames
-from understanding.classify import ClassifyConfig
-from understanding.toyworld.train import label_noise, single_view_labels
-from understanding.toyworld.world import WorldConfig, evidence_in_view, questions, video_spec
+from vidlab.understanding.agents import linspace_frames
+from vidlab.understanding.classify import ClassifyConfig
+from vidlab.understanding.toyworld.train import label_noise, single_view_labels
+from vidlab.understanding.toyworld.world import WorldConfig, evidence_in_view, questions, video_spec
 
 CFG = WorldConfig(min_frames=300, max_frames=900)
 WORLD = SimpleNamespace(cfg=SimpleNamespace(world=CFG))

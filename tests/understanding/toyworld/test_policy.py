@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from understanding import protocol as P
-from understanding.messages import Frame, Message
-from understanding.toyworld.clip_train import new_model
-from understanding.toyworld.policy import (
+from vidlab.understanding import protocol as P
+from vidlab.understanding.messages import Frame, Message
+from vidlab.understanding.toyworld.clip_train import new_model
+from vidlab.understanding.toyworld.policy import (
     ACTIONS,
     PolicyNetConfig,
     ToyPolicy,
@@ -16,7 +16,7 @@ from understanding.toyworld.policy import (
     subject,
     uniform_ranges,
 )
-from understanding.toyworld.rl import (
+from vidlab.understanding.toyworld.rl import (
     group_advantages,
     grpo_update,
     rollout,
@@ -24,14 +24,14 @@ from understanding.toyworld.rl import (
     teacher_decide,
     token_layout,
 )
-from understanding.toyworld.world import WorldConfig
+from vidlab.understanding.toyworld.world import WorldConfig
 
 SMALL = WorldConfig(min_frames=150, max_frames=260)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from understanding.toyworld.train import ToyTrainConfig, World
+    from vidlab.understanding.toyworld.train import ToyTrainConfig, World
 
     root = tmp_path_factory.mktemp("toy")
     cfg = ToyTrainConfig(
@@ -82,8 +82,8 @@ def test_every_turn_goes_through_the_real_parser_and_reward(world):
 def test_policy_never_reads_frame_metadata_only_pixels(world):
     row, agents = _agents(world)
     pol = _policy(world[1])
-    from understanding.env import Episode
-    from understanding.toyworld.rl import TOY_EPISODE
+    from vidlab.understanding.env import Episode
+    from vidlab.understanding.toyworld.rl import TOY_EPISODE
 
     ep = Episode(None, row["question"], row["options"], TOY_EPISODE, agents)
     msgs = ep.reset()

@@ -6,10 +6,10 @@ Uses the shipped weights (understanding/toyworld/weights) on a freshly rendered 
 import numpy as np
 import pytest
 
-from understanding import protocol as P
-from understanding.agents import decode_frames, linspace_frames
-from understanding.messages import Frame
-from understanding.toyworld.world import (
+from vidlab.understanding import protocol as P
+from vidlab.understanding.agents import decode_frames, linspace_frames
+from vidlab.understanding.messages import Frame
+from vidlab.understanding.toyworld.world import (
     COLOURS,
     MemoryReader,
     WorldConfig,
@@ -52,7 +52,7 @@ def _ask(policy, reader, row, frames):
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
-    from understanding.policies import load_policy
+    from vidlab.understanding.policies import load_policy
 
     root = tmp_path_factory.mktemp("fresh")
     split = build_split(root, "test", 6, SMALL, base_seed=77)  # seeds 277000.. : no training world uses them

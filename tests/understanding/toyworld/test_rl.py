@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from understanding.toyworld.rl import group_advantages, grpo_loss
+from vidlab.understanding.toyworld.rl import group_advantages, grpo_loss
 
 
 def test_group_advantages_normalise_and_vanish_on_ties():
@@ -62,7 +62,7 @@ def test_kl_to_the_reference_is_zero_at_the_reference_and_pulls_back():
 
 
 def test_the_creep_guard_charges_only_calls_after_the_first_and_ties_are_detected():
-    from understanding.toyworld.rl import all_tied, guard_calls
+    from vidlab.understanding.toyworld.rl import all_tied, guard_calls
 
     assert guard_calls(1.55, 0, 0.1) == 1.55 and guard_calls(1.55, 1, 0.1) == 1.55
     assert guard_calls(1.55, 3, 0.1) == pytest.approx(1.35)

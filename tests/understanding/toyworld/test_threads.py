@@ -3,8 +3,8 @@ torch thread count (it used to force 1, so ``threads=2`` silently ran single-thr
 
 import torch
 
-from understanding.toyworld.clip_train import ClipTrainConfig, train_clip
-from understanding.toyworld.world import WorldConfig, build_split, video_spec
+from vidlab.understanding.toyworld.clip_train import ClipTrainConfig, train_clip
+from vidlab.understanding.toyworld.world import WorldConfig, build_split, video_spec
 
 
 def test_training_the_toy_clip_keeps_the_callers_thread_count(tmp_path):

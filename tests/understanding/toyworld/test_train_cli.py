@@ -91,14 +91,14 @@ def test_kill_mid_grpo_then_rerun_continues(tmp_path):
         noise["initial_views"] == 4 and noise["all"]["n"] == len(labels) == noise["single_view"]["all"]["n"]
     )
 
-    from understanding.policies import load_policy
+    from vidlab.understanding.policies import load_policy
 
     pol = load_policy(f"toy:{out / 'grpo'}")
     assert pol.name.startswith("toy:")
 
 
 def test_toy_spec_mistakes_are_typed(tmp_path):
-    from understanding.policies import PolicySpecError, check_policy_spec
+    from vidlab.understanding.policies import PolicySpecError, check_policy_spec
 
     with pytest.raises(PolicySpecError, match="policy.json"):
         check_policy_spec(f"toy:{tmp_path}")
@@ -116,14 +116,14 @@ def test_unknown_engine_is_one_line():
 
 
 def test_shipped_weights_answer_through_the_real_episode(tmp_path):
-    from understanding.agents import UniformAgent
-    from understanding.env import run_episode
-    from understanding.policies import load_policy
-    from understanding.toyworld import SHIPPED_CLIP
-    from understanding.toyworld.clip_agent import RescoringClipAgent
-    from understanding.toyworld.rl import TOY_EPISODE
-    from understanding.toyworld.world import MemoryReader, WorldConfig, build_split
     from vidlab.clip import FrameIndex, Sampling, load_model
+    from vidlab.understanding.agents import UniformAgent
+    from vidlab.understanding.env import run_episode
+    from vidlab.understanding.policies import load_policy
+    from vidlab.understanding.toyworld import SHIPPED_CLIP
+    from vidlab.understanding.toyworld.clip_agent import RescoringClipAgent
+    from vidlab.understanding.toyworld.rl import TOY_EPISODE
+    from vidlab.understanding.toyworld.world import MemoryReader, WorldConfig, build_split
 
     pol = load_policy("toy:shipped")
     clip = load_model(SHIPPED_CLIP)

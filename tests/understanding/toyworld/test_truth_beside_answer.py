@@ -2,9 +2,9 @@
 
 import pytest
 
-from demos.qa_tab import example_truth, judged_answer
-from understanding.cli import UsageError, qa_record, truth_letter
-from understanding.env import Trajectory
+from vidlab.demos.qa_tab import example_truth, judged_answer
+from vidlab.understanding.cli import UsageError, qa_record, truth_letter
+from vidlab.understanding.env import Trajectory
 
 OPTS = ["magenta", "white", "blue", "yellow"]
 

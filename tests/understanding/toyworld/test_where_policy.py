@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from understanding import protocol as P
-from understanding.toyworld.nets import new_net
-from understanding.toyworld.policy import Observation, PolicyNetConfig, ToyPolicy, observe
-from understanding.toyworld.where import (
+from vidlab.understanding import protocol as P
+from vidlab.understanding.toyworld.nets import new_net
+from vidlab.understanding.toyworld.policy import Observation, PolicyNetConfig, ToyPolicy, observe
+from vidlab.understanding.toyworld.where import (
     WHERE_ACTIONS,
     WhereNet,
     anchor_of,
@@ -22,7 +22,7 @@ from understanding.toyworld.where import (
     window_around,
     window_before,
 )
-from understanding.toyworld.world import world_config
+from vidlab.understanding.toyworld.world import world_config
 
 A = {name: i for i, name in enumerate(WHERE_ACTIONS)}
 
@@ -98,8 +98,8 @@ def test_the_reader_reads_the_square_the_star_follows():
 
 @pytest.fixture(scope="module")
 def where_video(tmp_path_factory):
-    from understanding.toyworld.clip_train import new_model
-    from understanding.toyworld.train import ToyTrainConfig, World
+    from vidlab.understanding.toyworld.clip_train import new_model
+    from vidlab.understanding.toyworld.train import ToyTrainConfig, World
 
     root = tmp_path_factory.mktemp("where")
     cfg = ToyTrainConfig(
@@ -120,8 +120,8 @@ def where_video(tmp_path_factory):
 
 
 def test_a_coarse_call_then_a_zoom_on_what_it_showed_through_the_real_episode(where_video):
-    from understanding.env import Episode
-    from understanding.toyworld.rl import TOY_EPISODE
+    from vidlab.understanding.env import Episode
+    from vidlab.understanding.toyworld.rl import TOY_EPISODE
 
     policy, rows, agents = where_video
     row = rows["needle"]
@@ -160,8 +160,8 @@ def test_a_coarse_call_then_a_zoom_on_what_it_showed_through_the_real_episode(wh
 
 
 def test_zoom_before_ends_at_the_anchor_frame_and_sampled_rollouts_are_valid(where_video):
-    from understanding.env import Episode
-    from understanding.toyworld.rl import TOY_EPISODE, rollout
+    from vidlab.understanding.env import Episode
+    from vidlab.understanding.toyworld.rl import TOY_EPISODE, rollout
 
     policy, rows, agents = where_video
     row = rows["twolook"]
@@ -192,8 +192,8 @@ def test_short_where_training_runs_end_to_end_and_resumes(tmp_path):
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
     from benchmarks.toyworld_rl import quick_config
-    from understanding.policies import load_policy
-    from understanding.toyworld.train import run
+    from vidlab.understanding.policies import load_policy
+    from vidlab.understanding.toyworld.train import run
 
     cfg = quick_config(str(tmp_path / "run"), 0, "where")
     res = run(cfg, stages=("grpo",))
@@ -210,9 +210,9 @@ def test_short_where_training_runs_end_to_end_and_resumes(tmp_path):
 
 
 def test_the_where_presets_guard_lets_a_coarse_call_and_a_zoom_go_free():
-    from understanding.toyworld.rl import guard_calls
-    from understanding.toyworld.train import ToyTrainConfig
     from vidlab.config import resolve
+    from vidlab.understanding.toyworld.rl import guard_calls
+    from vidlab.understanding.toyworld.train import ToyTrainConfig
 
     cfg = resolve(ToyTrainConfig, "train-agent/toyworld-where", [])
     assert cfg.actions == "where" and cfg.world == world_config("where") and cfg.grpo.free_calls == 2
@@ -222,7 +222,7 @@ def test_the_where_presets_guard_lets_a_coarse_call_and_a_zoom_go_free():
 
 
 def test_count_questions_can_have_their_own_guard_and_share_of_each_grpo_step():
-    from understanding.toyworld.train import GRPOConfig, _grpo_batch, _guard_of
+    from vidlab.understanding.toyworld.train import GRPOConfig, _grpo_batch, _guard_of
 
     rows = [{"id": i, "category": "count" if i % 10 == 0 else "needle"} for i in range(100)]
     plain = GRPOConfig(questions_per_step=8, extra_call_cost=0.1, free_calls=2)
@@ -245,13 +245,13 @@ def test_count_questions_can_have_their_own_guard_and_share_of_each_grpo_step():
 
 @pytest.mark.slow
 def test_the_shipped_where_policy_looks_coarse_then_zooms_and_answers(tmp_path):
-    from understanding.agents import UniformAgent
-    from understanding.env import run_episode
-    from understanding.policies import load_policy
-    from understanding.toyworld.clip_agent import RescoringClipAgent
-    from understanding.toyworld.rl import TOY_EPISODE
-    from understanding.toyworld.world import MemoryReader, build_split
     from vidlab.clip import FrameIndex, Sampling
+    from vidlab.understanding.agents import UniformAgent
+    from vidlab.understanding.env import run_episode
+    from vidlab.understanding.policies import load_policy
+    from vidlab.understanding.toyworld.clip_agent import RescoringClipAgent
+    from vidlab.understanding.toyworld.rl import TOY_EPISODE
+    from vidlab.understanding.toyworld.world import MemoryReader, build_split
 
     pol = load_policy("toy:where")
     assert isinstance(pol.net, WhereNet)

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from understanding.agents import clip_candidate_count, linspace_frames
-from understanding.toyworld.check import ideal_clip, reason, strategy_frames, view_check
-from understanding.toyworld.world import (
+from vidlab.understanding.agents import clip_candidate_count, linspace_frames
+from vidlab.understanding.toyworld.check import ideal_clip, reason, strategy_frames, view_check
+from vidlab.understanding.toyworld.world import (
     CLIP_CANDIDATES,
     GREY,
     KINDS,
@@ -173,7 +173,7 @@ def test_one_call_falls_short_and_two_looks_of_the_action_templates_show_every_a
 def test_toyworld_data_writes_the_where_world_and_refuses_videos_too_short_for_it(tmp_path, capsys):
     import json
 
-    from understanding.toyworld.cli import world_main
+    from vidlab.understanding.toyworld.cli import world_main
 
     assert world_main([str(tmp_path), "1", "--world", "where", "--max-frames", "100"]) == 2
     err = capsys.readouterr().err.strip()

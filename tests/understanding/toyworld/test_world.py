@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from understanding.toyworld.world import (
+from vidlab.understanding.toyworld.world import (
     KINDS,
     MemoryReader,
     WorldConfig,
@@ -61,7 +61,7 @@ def test_questions_cover_the_kinds_with_a_valid_answer_letter():
 
 @pytest.mark.slow
 def test_split_is_real_mp4_that_eval_qa_reads(tmp_path):
-    from understanding.benchmarks import load_benchmark
+    from vidlab.understanding.benchmarks import load_benchmark
     from vidlab.video import open_video
 
     split = build_split(tmp_path, "test", 1, SMALL)
@@ -82,7 +82,7 @@ def test_split_is_real_mp4_that_eval_qa_reads(tmp_path):
 def test_toyworld_data_command_writes_a_split_and_refuses_bad_arguments_in_one_line(tmp_path, capsys):
     import json
 
-    from understanding.toyworld.cli import world_main
+    from vidlab.understanding.toyworld.cli import world_main
 
     assert world_main([str(tmp_path), "0"]) == 2
     err = capsys.readouterr().err.strip()
