@@ -281,9 +281,29 @@ def installed_view() -> Path:
     return INSTALLED_VIEW
 
 
+_CWD: list[str] = []
+
+
 def on_config(config: Any) -> Any:
-    installed_view()
+    """Build from the installed view: griffe first looks for a package relative to the working directory, where
+    the checkout's ``vidlab/`` (without the areas) would win, so the build runs from the view; the paths the
+    config names relative to the working directory (snippets) are made absolute first."""
+    import os
+
+    view = installed_view()
+    snippets = config["mdx_configs"].get("pymdownx.snippets")
+    if snippets:
+        snippets["base_path"] = [str((Path.cwd() / p).resolve()) for p in snippets.get("base_path", ["."])]
+    _CWD.append(os.getcwd())
+    os.chdir(view)
     return config
+
+
+def on_post_build(config: Any) -> None:
+    import os
+
+    if _CWD:
+        os.chdir(_CWD.pop())
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
