@@ -105,9 +105,7 @@ def venv(wheel, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
         ).stdout.strip()
     )
     # the libraries vidlab needs, from this environment (the editable vidlab's own .pth is not run from there)
-    linked = [
-        p for p in sys.path if p.endswith("-packages") and Path(p).is_dir() and ROOT not in Path(p).parents
-    ]
+    linked = [p for p in sys.path if p.endswith("-packages") and Path(p).is_dir()]  # site dirs only
     (site / "zz_linked_libraries.pth").write_text("\n".join(linked) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIDLAB_"))}
     env.update(PATH=f"{py.parent}:{env.get('PATH', '')}", PIP_NO_INDEX="1", HOME=str(base / "home"))
