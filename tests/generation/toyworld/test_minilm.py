@@ -91,29 +91,15 @@ def test_a_projection_made_for_other_minilm_weights_is_refused():
         minilm.MiniLMTextEncoder(minilm.MiniLMProjectionConfig(out_dim=8, weights_sha256="0" * 64))
 
 
-def _projection_folder(path: Path) -> Path:
-    """A tiny pipeline folder whose text encoder is a MiniLM projection (built without loading MiniLM)."""
-    from vidlab.generation.toyworld.model import (
-        assemble_pipeline,
-        build_transformer,
-        build_vae,
-        save_pipeline,
-    )
-    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
-
-    model = _cfg(path.parent / "unused").model
-    tok = build_word_tokenizer(model_max_length=model.text_len)
-    te = minilm.MiniLMTextEncoder(minilm.MiniLMProjectionConfig(out_dim=model.text_dim))
-    vae = build_vae(model, [0.1] * model.z_dim, [0.9] * model.z_dim)
-    return save_pipeline(
-        assemble_pipeline(tok, te, vae, build_transformer(model), model), path, {"what": "test"}
-    )
+def _projection(model):
+    """A MiniLM projection text encoder for a tiny folder (built without loading MiniLM)."""
+    return minilm.MiniLMTextEncoder(minilm.MiniLMProjectionConfig(out_dim=model.text_dim))
 
 
-def test_a_minilm_folder_without_the_package_is_one_line_at_load(monkeypatch, tmp_path):
+def test_a_minilm_folder_without_the_package_is_one_line_at_load(tiny_train, monkeypatch, tmp_path):
     from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
-    folder = _projection_folder(tmp_path / "m")
+    folder = tiny_train.folder(tmp_path / "m", text_encoder=_projection)
     _hide_package(monkeypatch)
     with pytest.raises(minilm.MiniLMMissingError) as err:
         load_pipeline(GenerateConfig(model=str(folder), device="cpu"))
@@ -121,14 +107,14 @@ def test_a_minilm_folder_without_the_package_is_one_line_at_load(monkeypatch, tm
 
 
 @needs_minilm
-def test_the_loader_imports_the_encoders_module_itself(monkeypatch, tmp_path):
+def test_the_loader_imports_the_encoders_module_itself(tiny_train, monkeypatch, tmp_path):
     """diffusers builds a component of a non-library module only once that module is imported; vidlab's loader
     (``vidlab generate``, the gates) imports it when the folder names it."""
     import sys
 
     from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
-    folder = _projection_folder(tmp_path / "m")
+    folder = tiny_train.folder(tmp_path / "m", text_encoder=_projection)
     monkeypatch.delitem(sys.modules, "vidlab.generation.toyworld.minilm")
     pipe = load_pipeline(GenerateConfig(model=str(folder), device="cpu"))
     assert type(pipe.text_encoder).__name__ == "MiniLMTextEncoder"
@@ -163,64 +149,19 @@ def test_states_do_not_depend_on_padding_and_are_memoised():
     assert torch.allclose(direct.last_hidden_state[1, m], b[1, m], atol=1e-4)
 
 
-TINY = [
-    "size=32",
-    "frames=5",
-    "clips=4",
-    "dit_steps=2",
-    "dit_anneal_steps=0",
-    "dit_batch=2",
-    "eval_every=0",
-    "ckpt_every=1",
-    "model.z_dim=4",
-    "model.vae_base_dim=4",
-    "model.vae_dim_mult=[1,1,1]",
-    "model.text_dim=16",
-    "model.text_heads=2",
-    "model.heads=2",
-    "model.head_dim=12",
-    "model.layers=1",
-    "model.ffn_dim=32",
-    "model.freq_dim=32",
-]
-
-
-def _cfg(ck: Path, *extra: str):
-    from vidlab.config import resolve
-    from vidlab.generation.toyworld.train import TrainConfig
-
-    return resolve(TrainConfig, None, [*TINY, f"ckpt_dir={ck}", *extra])
-
-
-def _umt5_folder(path: Path) -> Path:
-    from vidlab.generation.toyworld.model import (
-        assemble_pipeline,
-        build_text_encoder,
-        build_transformer,
-        build_vae,
-        save_pipeline,
-    )
-    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
-
-    model = _cfg(path.parent / "unused").model
-    tok = build_word_tokenizer(model_max_length=model.text_len)
-    torch.manual_seed(7)
-    vae = build_vae(model, [0.1] * model.z_dim, [0.9] * model.z_dim)
-    pipe = assemble_pipeline(tok, build_text_encoder(model, len(tok)), vae, build_transformer(model), model)
-    return save_pipeline(pipe, path, {"what": "tiny test folder"})
-
-
 @pytest.mark.slow
 @needs_minilm
-def test_the_projection_encoder_trains_saves_and_loads_through_the_pipeline_path(tmp_path):
+def test_the_projection_encoder_trains_saves_and_loads_through_the_pipeline_path(tiny_train, tmp_path):
     from safetensors.torch import load_file
 
     from vidlab.generation.pipeline import GenerateConfig, load_pipeline
     from vidlab.generation.subjects import subject_token_indices
     from vidlab.generation.toyworld.train import train
 
-    init = _umt5_folder(tmp_path / "init")
-    cfg = _cfg(tmp_path / "ck", f"init_from={init}", "text_encoder=minilm", "train_text_encoder=true")
+    init = tiny_train.folder(tmp_path / "init")
+    cfg = tiny_train.cfg(
+        tmp_path / "ck", f"init_from={init}", "text_encoder=minilm", "train_text_encoder=true"
+    )
     out = train(cfg, tmp_path / "out", progress=False)
     index = json.loads((out / "model_index.json").read_text())
     assert index["text_encoder"] == ["vidlab.generation.toyworld.minilm", "MiniLMTextEncoder"]
@@ -253,7 +194,9 @@ def test_the_projection_encoder_trains_saves_and_loads_through_the_pipeline_path
     assert video.frames[0].shape == (5, 32, 32, 3)
 
     # a folder with a MiniLM projection is itself a start: its projection is taken over
-    cfg2 = _cfg(tmp_path / "ck2", f"init_from={out}", "text_encoder=minilm", "dit_steps=1", "dit_lr=1e-12")
+    cfg2 = tiny_train.cfg(
+        tmp_path / "ck2", f"init_from={out}", "text_encoder=minilm", "dit_steps=1", "dit_lr=1e-12"
+    )
     again = train(cfg2, tmp_path / "again", progress=False)
     moved = load_file(again / "text_encoder" / "model.safetensors")
     assert torch.allclose(moved["proj.weight"], saved["proj.weight"], atol=1e-6)
@@ -261,12 +204,12 @@ def test_the_projection_encoder_trains_saves_and_loads_through_the_pipeline_path
 
 @pytest.mark.slow
 @needs_minilm
-def test_the_least_squares_start_maps_minilm_onto_the_umt5_states(tmp_path):
+def test_the_least_squares_start_maps_minilm_onto_the_umt5_states(tiny_train, tmp_path):
     from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
     from vidlab.generation.toyworld.train import build_text_parts, load_init
 
-    init = _umt5_folder(tmp_path / "init")
-    cfg = _cfg(tmp_path / "ck", f"init_from={init}", "text_encoder=minilm")
+    init = tiny_train.folder(tmp_path / "init")
+    cfg = tiny_train.cfg(tmp_path / "ck", f"init_from={init}", "text_encoder=minilm")
     parts = load_init(cfg, len(build_word_tokenizer(model_max_length=16)))
     tok, te, start = build_text_parts(cfg, parts)
     assert start["projection_start"].startswith("least squares") and start["tokens"] > 1000

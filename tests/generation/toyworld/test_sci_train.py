@@ -13,53 +13,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-TINY = [
-    "size=32",
-    "frames=5",
-    "clips=4",
-    "dit_steps=2",
-    "dit_anneal_steps=0",
-    "dit_batch=2",
-    "eval_every=0",
-    "ckpt_every=1",
-    "model.z_dim=4",
-    "model.vae_base_dim=4",
-    "model.vae_dim_mult=[1,1,1]",
-    "model.text_dim=16",
-    "model.text_heads=2",
-    "model.heads=2",
-    "model.head_dim=12",
-    "model.layers=1",
-    "model.ffn_dim=32",
-    "model.freq_dim=32",
-]
-
-
-def _cfg(ck: Path, *extra: str):
-    from vidlab.config import resolve
-    from vidlab.generation.toyworld.train import TrainConfig
-
-    return resolve(TrainConfig, None, [*TINY, f"ckpt_dir={ck}", *extra])
-
-
-def _folder(path: Path, seed: int) -> Path:
-    """A tiny untrained pipeline folder (what ``init_from`` reads), its weights drawn from ``seed``."""
-    from vidlab.generation.toyworld.model import (
-        assemble_pipeline,
-        build_text_encoder,
-        build_transformer,
-        build_vae,
-        save_pipeline,
-    )
-    from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
-
-    model = _cfg(path.parent / "unused").model
-    tok = build_word_tokenizer(model_max_length=model.text_len)
-    torch.manual_seed(seed)
-    vae = build_vae(model, [0.1] * model.z_dim, [0.9] * model.z_dim)
-    pipe = assemble_pipeline(tok, build_text_encoder(model, len(tok)), vae, build_transformer(model), model)
-    return save_pipeline(pipe, path, {"what": "tiny test folder"})
-
 
 def _weights(folder: Path, part: str) -> dict:
     from safetensors.torch import load_file
@@ -72,13 +25,13 @@ def _max_diff(a: dict, b: dict) -> float:
     return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
 
 
-def test_init_from_starts_from_the_folder_and_the_joint_encoder_trains_at_its_own_rate(tmp_path):
+def test_init_from_starts_from_the_folder_and_the_joint_encoder_trains_at_its_own_rate(tiny_train, tmp_path):
     from vidlab.generation.toyworld.train import init_digest, train
 
-    init = _folder(tmp_path / "init", seed=123)
+    init = tiny_train.folder(tmp_path / "init", seed=123)
     # a learning rate of ~0: the result is the folder's weights (not the from-scratch initialisation)
     still = train(
-        _cfg(tmp_path / "ck0", f"init_from={init}", "dit_lr=1e-12", "train_text_encoder=true"),
+        tiny_train.cfg(tmp_path / "ck0", f"init_from={init}", "dit_lr=1e-12", "train_text_encoder=true"),
         tmp_path / "still",
         progress=False,
     )
@@ -95,7 +48,7 @@ def test_init_from_starts_from_the_folder_and_the_joint_encoder_trains_at_its_ow
     def moved(*extra: str) -> tuple[float, float]:
         name = "_".join(e.split("=")[1] for e in extra)
         out = train(
-            _cfg(tmp_path / f"ck_{name}", f"init_from={init}", "dit_lr=1e-4", *extra),
+            tiny_train.cfg(tmp_path / f"ck_{name}", f"init_from={init}", "dit_lr=1e-4", *extra),
             tmp_path / f"out_{name}",
             progress=False,
         )
@@ -112,22 +65,26 @@ def test_init_from_starts_from_the_folder_and_the_joint_encoder_trains_at_its_ow
     assert te100 > 5 * te1
 
 
-def test_an_init_from_checkpoint_resumes_exactly_and_refuses_another_start(tmp_path):
+def test_an_init_from_checkpoint_resumes_exactly_and_refuses_another_start(tiny_train, tmp_path):
     from vidlab.generation.toyworld.train import TrainStateError, train
     from vidlab.io import load_checkpoint
 
-    a, b = _folder(tmp_path / "a", seed=1), _folder(tmp_path / "b", seed=2)
+    a, b = tiny_train.folder(tmp_path / "a", seed=1), tiny_train.folder(tmp_path / "b", seed=2)
     opts = (f"init_from={a}", "train_text_encoder=true", "dit_te_lr_scale=3", "dit_lr=1e-3")
-    train(_cfg(tmp_path / "ck", *opts), tmp_path / "two", progress=False)
-    longer = train(_cfg(tmp_path / "ck", *opts, "dit_steps=3"), tmp_path / "three", progress=False)
-    direct = train(_cfg(tmp_path / "ck_direct", *opts, "dit_steps=3"), tmp_path / "direct", progress=False)
+    train(tiny_train.cfg(tmp_path / "ck", *opts), tmp_path / "two", progress=False)
+    longer = train(tiny_train.cfg(tmp_path / "ck", *opts, "dit_steps=3"), tmp_path / "three", progress=False)
+    direct = train(
+        tiny_train.cfg(tmp_path / "ck_direct", *opts, "dit_steps=3"), tmp_path / "direct", progress=False
+    )
     for part in ("transformer", "text_encoder"):
         assert _max_diff(_weights(longer, part), _weights(direct, part)) == 0.0, part
     assert load_checkpoint(tmp_path / "ck" / "dit.safetensors")["step"] == 3
     # the same checkpoint folder with another starting folder (other weights) is refused, naming the setting
     with pytest.raises(TrainStateError, match="init_from"):
         train(
-            _cfg(tmp_path / "ck", f"init_from={b}", *opts[1:], "dit_steps=4"), tmp_path / "x", progress=False
+            tiny_train.cfg(tmp_path / "ck", f"init_from={b}", *opts[1:], "dit_steps=4"),
+            tmp_path / "x",
+            progress=False,
         )
 
 
@@ -138,19 +95,19 @@ def test_an_init_from_checkpoint_resumes_exactly_and_refuses_another_start(tmp_p
         ("dit_te_lr_scale=0", "dit_te_lr_scale=0"),
     ],
 )
-def test_a_bad_start_folder_or_encoder_rate_is_refused_in_one_line(tmp_path, bad, says):
+def test_a_bad_start_folder_or_encoder_rate_is_refused_in_one_line(tiny_train, tmp_path, bad, says):
     from vidlab.errors import UserError
     from vidlab.generation.toyworld.train import check_config
 
     with pytest.raises(UserError, match=says):
-        check_config(_cfg(tmp_path, bad.format(missing=tmp_path / "nothing")))
+        check_config(tiny_train.cfg(tmp_path, bad.format(missing=tmp_path / "nothing")))
 
 
-def test_a_start_folder_of_another_model_size_is_one_clear_error(tmp_path):
+def test_a_start_folder_of_another_model_size_is_one_clear_error(tiny_train, tmp_path):
     from vidlab.errors import UserError
     from vidlab.generation.toyworld.train import load_init
 
-    init = _folder(tmp_path / "init", seed=0)
-    cfg = _cfg(tmp_path / "ck", f"init_from={init}", "model.layers=2")
+    init = tiny_train.folder(tmp_path / "init", seed=0)
+    cfg = tiny_train.cfg(tmp_path / "ck", f"init_from={init}", "model.layers=2")
     with pytest.raises(UserError, match="its transformer does not fit"):
         load_init(cfg, 29)
