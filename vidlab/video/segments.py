@@ -19,15 +19,16 @@ def gop_segments(frames: np.ndarray, keyframe_of: np.ndarray, target: int) -> li
     """Split sorted ``frames`` (with ``keyframe_of``, each frame's keyframe) into ``[a, b)`` segments of whole
     keyframe intervals, each holding about ``target`` frames (at least one interval; an interval with more
     than ``target`` requested frames is one segment on its own)."""
+    from .backends.pyav_backend import keyframe_groups  # the runs that share one keyframe
+
     n = int(frames.size)
     if n == 0:
         return []
     if target < 1:
         raise ValueError(f"target must be >= 1, got {target}")
-    starts = [0, *(np.flatnonzero(keyframe_of[1:] != keyframe_of[:-1]) + 1).tolist()]
     out: list[tuple[int, int]] = []
     a = 0
-    for s in starts[1:]:
+    for s, _ in keyframe_groups(keyframe_of)[1:]:
         if s - a >= target:  # close the segment at this interval boundary
             out.append((a, s))
             a = s
