@@ -97,17 +97,17 @@ def _checkout_configs() -> Path | None:
 _SAID: set[Path] = set()
 
 
-def config_dir() -> Path:
+def config_dir(say: bool = True) -> Path:
     """The preset folder: ``$VIDLAB_CONFIG_DIR``, else a checkout's ``configs/`` (the one vidlab runs from, or
     the one the working directory is in), else the installed package's presets. Where a checkout's folder
-    wins over installed presets, a :class:`PresetSourceWarning` says so once."""
+    wins over installed presets, a :class:`PresetSourceWarning` says so once (``say=False``: not here)."""
     env = os.environ.get(CONFIG_ENV)
     if env:
         return Path(env).expanduser()
     checkout = _checkout_configs()
     if checkout is None:
         return PACKAGED_PRESETS
-    if PACKAGED_PRESETS.is_dir() and checkout not in _SAID:
+    if say and PACKAGED_PRESETS.is_dir() and checkout not in _SAID:
         _SAID.add(checkout)
         import warnings
 
@@ -121,7 +121,7 @@ def config_dir() -> Path:
 
 
 # the preset folder as found at import (for listings); lookups call config_dir(), which reads the environment
-CONFIG_DIR = Path(os.environ.get(CONFIG_ENV) or _checkout_configs() or PACKAGED_PRESETS)
+CONFIG_DIR = config_dir(say=False)
 
 
 # Presets are grouped by the command they serve (configs/generate/, configs/train-agent/, configs/qa/,
