@@ -29,6 +29,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from mkdocs.plugins import event_priority
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_MARK = "<!-- vidlab:config-reference -->"
 RESULTS_MARK = "<!-- vidlab:results-pages -->"
@@ -284,10 +286,13 @@ def installed_view() -> Path:
 _CWD: list[str] = []
 
 
+# before mkdocstrings' on_config: its handler keeps only the `paths` that exist when it starts
+@event_priority(100)
 def on_config(config: Any) -> Any:
     """Build from the installed view: griffe first looks for a package relative to the working directory, where
     the checkout's ``vidlab/`` (without the areas) would win, so the build runs from the view; the paths the
-    config names relative to the working directory (snippets) are made absolute first."""
+    config names relative to the working directory (snippets) are made absolute first. The view is made before
+    any plugin reads the configuration (a fresh clone has no ``build/``)."""
     import os
 
     view = installed_view()
