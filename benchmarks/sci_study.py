@@ -339,6 +339,7 @@ class Study:
         self.fp = model_fingerprint(self.pipe)
         self.cache = cache
         self.run_id = run_id
+        self.videos: dict[str, float] = {}  # record key -> seconds it took when it was made (cached ones too)
 
     def run(
         self,
@@ -359,7 +360,7 @@ class Study:
             else contextlib.nullcontext()
         )
         with anchors:
-            return run_method(
+            records = run_method(
                 self.pipe,
                 method,
                 multi_items(prompts),
@@ -371,6 +372,9 @@ class Study:
                 run_id=self.run_id,
                 desc=desc,
             )
+        for r in records:
+            self.videos[f"{fp}|{r['method']}|{desc}|{r['item']}|{r['seed']}"] = float(r.get("seconds") or 0.0)
+        return records
 
 
 def gates_of(model: pathlib.Path, measure: bool) -> dict[str, Any]:
@@ -710,7 +714,12 @@ def main(argv: list[str] | None = None) -> int:
     cache.flush()
     res["training"] = training_record(model, args.train_command)
     res["conclusion"] = conclusion(res)
-    res["minutes"] = round((time.perf_counter() - t0) / 60, 2)
+    made = {**trained.videos, **base.videos}
+    res["compute"] = {
+        "videos": len(made),
+        "video_minutes": round(sum(made.values()) / 60, 1),  # one thread each, as made (cached videos too)
+        "minutes_this_run": round((time.perf_counter() - t0) / 60, 2),  # wall; videos from --cache cost none
+    }
     print_table(rows, ["setting", *ROW_FIGURES, "excess"])
     if args.out:
         from vidlab.io import atomic_write_json

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import logging
 import re
 import time
 import typing
@@ -47,20 +48,36 @@ SHIPPED_MODELS = {"toyworld": Path(__file__).resolve().parent / "toyworld" / "we
 OWN_COMPONENT_MODULES = ("vidlab.generation.toyworld.minilm",)
 
 
-def import_own_components(folder: str | Path) -> None:
+def import_own_components(folder: str | Path) -> list[str]:
     """Import the modules of ``OWN_COMPONENT_MODULES`` that ``folder``'s ``model_index.json`` names (e.g. the toy
-    world's MiniLM text encoder), so ``WanPipeline.from_pretrained(folder)`` can build those components."""
+    world's MiniLM text encoder), so ``WanPipeline.from_pretrained(folder)`` can build those components; returns
+    the modules imported."""
     import importlib
     import json
 
     try:
         index = json.loads((Path(folder) / "model_index.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return
+        return []
     named = {v[0] for v in index.values() if isinstance(v, list) and v and isinstance(v[0], str)}
-    for module in OWN_COMPONENT_MODULES:
-        if module in named:
-            importlib.import_module(module)
+    own = [module for module in OWN_COMPONENT_MODULES if module in named]
+    for module in own:
+        importlib.import_module(module)
+    return own
+
+
+class _OwnComponentTypes(logging.Filter):
+    """Drops diffusers' "Expected types for text_encoder: (UMT5EncoderModel,), got <vidlab's class>" warning for
+    the components of ``OWN_COMPONENT_MODULES``, which stand in for the annotated class on purpose; any other
+    type mismatch still warns."""
+
+    def __init__(self, modules: Sequence[str]) -> None:
+        super().__init__()
+        self.modules = tuple(modules)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not (msg.startswith("Expected types for") and any(f"'{m}." in msg for m in self.modules))
 
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -402,8 +419,10 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
                 markers=("model_index.json",),
                 use="--model DIR (model=DIR)",
             )
-        if local.exists():
-            import_own_components(local)
+        own = import_own_components(local) if local.exists() else []
+        type_note = logging.getLogger("diffusers.pipelines.pipeline_utils")
+        quiet = _OwnComponentTypes(own)
+        type_note.addFilter(quiet)
         try:
             vae = AutoencoderKLWan.from_pretrained(src, subfolder="vae", dtype=_dtype(cfg.vae_dtype))
             pipe = WanPipeline.from_pretrained(src, vae=vae, dtype=dtype)
@@ -413,6 +432,8 @@ def load_pipeline(cfg: GenerateConfig) -> Any:
                 f"could not load Wan pipeline {cfg.model!r} (a hub id needs the network or a cached copy; "
                 f"a folder needs a diffusers layout): {first}"
             ) from exc
+        finally:
+            type_note.removeFilter(quiet)
     if cfg.flow_shift is not None:
         sc = pipe.scheduler.config
         key = "flow_shift" if "flow_shift" in sc else "shift"

@@ -107,18 +107,42 @@ def test_a_minilm_folder_without_the_package_is_one_line_at_load(tiny_train, mon
 
 
 @needs_minilm
-def test_the_loader_imports_the_encoders_module_itself(tiny_train, monkeypatch, tmp_path):
+def test_the_loader_imports_the_encoders_module_itself(tiny_train, monkeypatch, tmp_path, capfd):
     """diffusers builds a component of a non-library module only once that module is imported; vidlab's loader
-    (``vidlab generate``, the gates) imports it when the folder names it."""
+    (``vidlab generate``, the gates) imports it when the folder names it, without diffusers' warning that the
+    text encoder is not a UMT5EncoderModel."""
     import sys
 
     from vidlab.generation.pipeline import GenerateConfig, load_pipeline
 
     folder = tiny_train.folder(tmp_path / "m", text_encoder=_projection)
     monkeypatch.delitem(sys.modules, "vidlab.generation.toyworld.minilm")
+    capfd.readouterr()
     pipe = load_pipeline(GenerateConfig(model=str(folder), device="cpu"))
     assert type(pipe.text_encoder).__name__ == "MiniLMTextEncoder"
     assert sorted(pipe.text_encoder.state_dict()) == ["proj.bias", "proj.weight"]
+    out = capfd.readouterr()
+    assert "Expected types" not in out.err + out.out
+
+
+def test_only_vidlabs_own_components_are_spared_diffusers_type_warning():
+    import logging
+
+    from vidlab.generation.pipeline import OWN_COMPONENT_MODULES, _OwnComponentTypes
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord(
+            "diffusers.pipelines.pipeline_utils", logging.WARNING, __file__, 1, msg, None, None
+        )
+
+    ours = (
+        f"Expected types for text_encoder: (UMT5EncoderModel,), got <class '{OWN_COMPONENT_MODULES[0]}.X'>."
+    )
+    other = "Expected types for text_encoder: (UMT5EncoderModel,), got <class 'transformers.T5EncoderModel'>."
+    assert not _OwnComponentTypes(OWN_COMPONENT_MODULES).filter(record(ours))
+    assert _OwnComponentTypes(OWN_COMPONENT_MODULES).filter(record(other))
+    # a folder that names none of them: every warning shows
+    assert _OwnComponentTypes([]).filter(record(ours))
 
 
 # ---- the real package -----------------------------------------------------------------------------------
