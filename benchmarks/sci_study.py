@@ -26,8 +26,8 @@ train_text_encoder=true ...``) and, beside it, the shipped frozen-encoder weight
     python benchmarks/sci_study.py --cache /tmp/sci.json --out generation/toyworld/figures/sci_study.json
     # the model on the frozen MiniLM (docs/results/sci-minilm.md), with the leakage table of the three encoders
     python benchmarks/sci_study.py --model generation/toyworld/weights_minilm \\
-        --base generation/toyworld/weights_trained_te --label MiniLM --base-label "trained UMT5" --no-base-sci \\
-        --no-lam --leakage --test-every 2 --seeds 10 --dose-seeds 10 --val-seeds 1000 --strengths 1,4,16 \\
+        --base generation/toyworld/weights_trained_te --label MiniLM --base-label "trained UMT5" --lam-placebo \\
+        --leakage --seeds 10,11,12 --dose-seeds 10,11,12 --val-seeds 1000,1001 --strengths 1,4,16 \\
         --cache /tmp/sci-minilm.json --out generation/toyworld/figures/sci_minilm.json
 
 Every video is judged on the rendered frames. ``--cache`` keeps finished videos (resumable); the last line of stdout
@@ -460,11 +460,17 @@ def conclusion(res: dict[str, Any]) -> dict[str, Any]:
     both_lam = res["paired"].get("both_minus_lam") or {}
     over_lam = sorted(k for k in keys if _excludes_zero(both_lam.get(k)))
     kind = "effect" if moved and vs_placebo else "no effect"
+    lam = res["paired_vs_off"].get("lam") or {}
+    lam_vs_placebo = res["paired"].get("lam_minus_placebo") or {}
     return {
         "kind": kind,
         "sci_moves": moved,
         "sci_differs_from_placebo_on": vs_placebo,
         "both_differs_from_lam_on": over_lam,
+        "lam_moves": sorted(k for k in (*keys, "relation") if _excludes_zero(lam.get(k))),
+        "lam_differs_from_placebo_on": sorted(
+            k for k in (*keys, "relation") if _excludes_zero(lam_vs_placebo.get(k))
+        ),
         "text": (
             "the model makes the errors SCI targets (swap, merge, drop one: "
             f"{gate['targeted_rate']:.3f} of the videos off Comp-Attn), and SCI "
@@ -536,6 +542,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-base", action="store_true", help="run nothing on the base model (its figures: gates, encoder)"
     )
     p.add_argument("--no-lam", action="store_true", help="skip LAM and LAM + SCI on the test prompts")
+    p.add_argument(
+        "--lam-placebo",
+        action="store_true",
+        help="also LAM fed a layout that contradicts the prompt (its control: relation should fall below off)",
+    )
     p.add_argument("--label", default="trained TE", help="the model's name in the table")
     p.add_argument("--base-label", default="frozen TE", help="the base model's name in the table")
     p.add_argument(
@@ -684,6 +695,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_lam:
                 runs["lam"] = trained.run("lam", test, seeds)
                 runs["both"] = trained.run("both", test, seeds, sci=chosen)
+                if args.lam_placebo:  # LAM fed a layout that contradicts the prompt (the two boxes swapped)
+                    runs["lam_placebo"] = trained.run("placebo", test, seeds)
             runs["sci_placebo"] = trained.run(
                 "sci", test, seeds, sci=chosen, placebo=placebo_phrases(test, pool)
             )
@@ -692,6 +705,8 @@ def main(argv: list[str] | None = None) -> int:
             res["paired"] = {"sci_minus_placebo": paired_effects(runs["sci_placebo"], runs["sci"])}
             if not args.no_lam:
                 res["paired"]["both_minus_lam"] = paired_effects(runs["lam"], runs["both"])
+            if "lam_placebo" in runs:
+                res["paired"]["lam_minus_placebo"] = paired_effects(runs["lam_placebo"], runs["lam"])
             rows += [_row(f"{lab}, {k}", v) for k, v in res["methods"].items()]
             if not args.no_base_sci and not args.no_base:
                 bs = base.run("sci", test, seeds, sci=chosen)
