@@ -274,7 +274,20 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         m, lo, hi = bootstrap_ci(list(per_item(recs, k).values()))
         out[k] = None if np.isnan(m) else {"mean": round(m, 4), "ci": [round(lo, 4), round(hi, 4)]}
     out["binding_excess"] = binding_excess(recs)
+    out["placement"] = placement(recs)
     return out
+
+
+def placement(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the two subjects stand in the videos that draw both (colour and shape): the share in which the
+    caption's relation holds and the share in which the opposite one holds (what a layout with the boxes swapped
+    asks for). Off Comp-Attn both are near chance; a method that follows its layout moves them apart."""
+    both = [r for r in records if r.get("presence")]
+
+    def share(key: str) -> float | None:
+        return round(sum(bool(r.get(key)) for r in both) / len(both), 4) if both else None
+
+    return {"videos_with_both": len(both), "relation": share("relation"), "opposite": share("swapped")}
 
 
 def paired_effects(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:

@@ -94,6 +94,22 @@ def test_the_binding_excess_cancels_a_shape_confusion_and_counts_a_binding_one()
     assert study.binding_excess(bound)["excess"] == pytest.approx(0.5)
 
 
+def test_placement_counts_only_the_videos_that_draw_both_subjects():
+    study = _study()
+
+    def rec(presence: bool, relation: bool, swapped: bool) -> dict:
+        return {"presence": presence, "relation": relation, "swapped": swapped}
+
+    # a subject missing: never counted, whatever its figures say; of the 4 with both, 3 as told, 1 opposite
+    recs = [rec(False, False, True)] * 5 + [rec(True, True, False)] * 3 + [rec(True, False, True)]
+    assert study.placement(recs) == {"videos_with_both": 4, "relation": 0.75, "opposite": 0.25}
+    assert study.placement([rec(False, False, False)]) == {
+        "videos_with_both": 0,
+        "relation": None,
+        "opposite": None,
+    }
+
+
 def test_the_placebo_anchors_come_from_other_subjects_and_replace_the_true_ones(monkeypatch):
     study = _study()
     from vidlab.generation.toyworld.splits import test_prompts
