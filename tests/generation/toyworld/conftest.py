@@ -63,6 +63,6 @@ def _folder(path: Path, seed: int = 7, text_encoder: Callable[[Any], Any] | None
 
 @pytest.fixture
 def tiny_train() -> SimpleNamespace:
-    """``cfg(ckpt_dir, *overrides)``: the tiny TrainConfig; ``folder(path, seed=7, text_encoder=None)``: an untrained
-    pipeline folder of that size."""
-    return SimpleNamespace(cfg=_cfg, folder=_folder)
+    """``cfg(ckpt_dir, *overrides)``: the tiny TrainConfig; ``words``: its ``key=value`` words (for the CLI);
+    ``folder(path, seed=7, text_encoder=None)``: an untrained pipeline folder of that size."""
+    return SimpleNamespace(cfg=_cfg, words=tuple(TINY), folder=_folder)

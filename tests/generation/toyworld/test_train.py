@@ -13,37 +13,20 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-TINY = [
-    "size=32",
-    "frames=5",
-    "vae_steps=2",
-    "vae_batch=1",
-    "clips=4",
-    "vae_dec_steps=2",
-    "dit_steps=3",
-    "dit_anneal_steps=0",
-    "dit_batch=2",
-    "eval_every=0",
-    "ckpt_every=1",
-    "model.z_dim=4",
-    "model.vae_base_dim=4",
-    "model.vae_dim_mult=[1,1,1]",
-    "model.text_dim=16",
-    "model.text_heads=2",
-    "model.heads=2",
-    "model.head_dim=12",
-    "model.layers=1",
-    "model.ffn_dim=32",
-    "model.freq_dim=32",
-]
+# the tiny config (conftest.py, fixture tiny_train) trained from scratch: its VAE too, and one more step
+FROM_SCRATCH = ("vae_steps=2", "vae_batch=1", "vae_dec_steps=2", "dit_steps=3")
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _cfg(tmp: Path, *extra: str):
-    from vidlab.config import resolve
-    from vidlab.generation.toyworld.train import TrainConfig
+@pytest.fixture
+def tiny(tiny_train):
+    """``cfg(ckpt_dir, *overrides)`` and ``words`` of the tiny config trained from scratch."""
+    from types import SimpleNamespace
 
-    return resolve(TrainConfig, None, [*TINY, f"ckpt_dir={tmp}", *extra])
+    return SimpleNamespace(
+        cfg=lambda ck, *extra: tiny_train.cfg(ck, *FROM_SCRATCH, *extra),
+        words=(*tiny_train.words, *FROM_SCRATCH),
+    )
 
 
 def _safetensors(path: Path) -> dict:
@@ -53,7 +36,7 @@ def _safetensors(path: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(tmp_path):
+def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(tiny, tmp_path):
     from transformers import AutoTokenizer
 
     from vidlab.generation.cli import generate_main
@@ -61,7 +44,7 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
     from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
     from vidlab.generation.toyworld.train import train
 
-    cfg = _cfg(tmp_path / "ckpt")
+    cfg = tiny.cfg(tmp_path / "ckpt")
     out = train(cfg, tmp_path / "pipe", progress=False)
     assert (out / "model_index.json").is_file()
     trained = _safetensors(out / "transformer" / "diffusion_pytorch_model.safetensors")
@@ -94,7 +77,7 @@ def test_training_changes_weights_and_the_folder_generates_with_vidlab_generate(
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
+def test_a_killed_run_resumes_to_the_same_weights(tiny, tmp_path, capsys):
     """The kill is a real SIGKILL of a real ``python -m vidlab.generation.toyworld.cli`` process; the runs after it
     call the same command in this process (its entry point with its error handling), which saves six
     interpreter start-ups of torch + diffusers."""
@@ -103,7 +86,7 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
         cmd = [sys.executable, "-m", "vidlab.generation.toyworld.cli", "--out", str(out), "--no-progress"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         return subprocess.run(
-            [*cmd, *TINY, f"ckpt_dir={ckpt}", *extra],
+            [*cmd, *tiny.words, f"ckpt_dir={ckpt}", *extra],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -116,7 +99,7 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
         from vidlab.generation.toyworld.cli import train_main
 
         capsys.readouterr()
-        argv = ["--out", str(out), "--no-progress", *TINY, f"ckpt_dir={ckpt}", *extra]
+        argv = ["--out", str(out), "--no-progress", *tiny.words, f"ckpt_dir={ckpt}", *extra]
         rc = run_command("vidlab train-gen-toyworld", train_main, argv)
         cap = capsys.readouterr()
         return subprocess.CompletedProcess(argv, rc, cap.out, cap.err)
@@ -157,7 +140,7 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
     assert pickled.returncode == 2 and "not a safetensors checkpoint" in pickled.stderr
 
 
-def test_a_text_length_shorter_than_the_worlds_longest_caption_is_refused_in_one_line(tmp_path):
+def test_a_text_length_shorter_than_the_worlds_longest_caption_is_refused_in_one_line(tiny, tmp_path):
     from vidlab.errors import UserError
     from vidlab.generation.toyworld.tokenizer import build_word_tokenizer
     from vidlab.generation.toyworld.train import LONGEST_CAPTION_TOKENS, check_config
@@ -166,16 +149,17 @@ def test_a_text_length_shorter_than_the_worlds_longest_caption_is_refused_in_one
     tok = build_word_tokenizer()
     longest = max(len(tok(c).input_ids) for k in KINDS for c in all_captions(k))
     assert longest == LONGEST_CAPTION_TOKENS
-    check_config(_cfg(tmp_path, f"model.text_len={longest}"))
-    check_config(_cfg(tmp_path, "model.text_len=512"))
+    check_config(tiny.cfg(tmp_path, f"model.text_len={longest}"))
+    check_config(tiny.cfg(tmp_path, "model.text_len=512"))
     for bad in (10, 513):
         with pytest.raises(UserError, match=f"text_len={bad} must lie between") as e:
-            check_config(_cfg(tmp_path, f"model.text_len={bad}"))
+            check_config(tiny.cfg(tmp_path, f"model.text_len={bad}"))
         assert "\n" not in str(e.value)
 
 
 @pytest.mark.slow
 def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_only_at_its_own_rate(
+    tiny,
     tmp_path,
 ):
     """The two transformer-stage options tried on the shape problem (docs/results/toyworld-wan-training.md):
@@ -186,8 +170,8 @@ def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_
     from vidlab.generation.toyworld.train import TrainStateError, train
 
     extra = ("model.text_len=12", "train_text_encoder=false", "dit_steps=2", "dit_anneal_steps=1")
-    out = train(_cfg(tmp_path / "ck", *extra, "sample_guidance=6"), tmp_path / "pipe", progress=False)
-    cfg = _cfg(tmp_path / "ck", *extra)
+    out = train(tiny.cfg(tmp_path / "ck", *extra, "sample_guidance=6"), tmp_path / "pipe", progress=False)
+    cfg = tiny.cfg(tmp_path / "ck", *extra)
     torch.manual_seed(cfg.seed + 1)
     init = build_text_encoder(cfg.model, len(build_word_tokenizer())).state_dict()
     saved = _safetensors(out / "text_encoder" / "model.safetensors")
@@ -208,18 +192,18 @@ def test_a_frozen_text_encoder_stays_at_its_init_and_an_annealing_phase_resumes_
     ck = load_checkpoint(tmp_path / "ck" / "dit.safetensors")
     assert ck["step"] == 3 and (int(ck["anneal_from"]), float(ck["anneal_lr"])) == (2, cfg.dit_anneal_lr)
     with pytest.raises(TrainStateError, match="another annealing phase"):
-        train(_cfg(tmp_path / "ck", *extra, "dit_anneal_lr=0.001"), tmp_path / "pipe2", progress=False)
+        train(tiny.cfg(tmp_path / "ck", *extra, "dit_anneal_lr=0.001"), tmp_path / "pipe2", progress=False)
     with pytest.raises(TrainStateError, match="another annealing phase"):  # the same steps at a constant rate
-        train(_cfg(tmp_path / "ck", *extra[:3], "dit_steps=3"), tmp_path / "pipe3", progress=False)
+        train(tiny.cfg(tmp_path / "ck", *extra[:3], "dit_steps=3"), tmp_path / "pipe3", progress=False)
 
 
-def test_shape_weights_cover_every_shape_on_the_latent_grid_and_nothing_far_from_one(tmp_path):
+def test_shape_weights_cover_every_shape_on_the_latent_grid_and_nothing_far_from_one(tiny, tmp_path):
     """``dit_fg_weight``: the latent cells a shape covers (frame 0 alone, later frames pooled as the VAE pools
     them) get the weight, cells two or more latent pixels from every shape get 1; the weights follow the stored
     captions or refuse; a checkpoint trained at another weight does not resume."""
     from vidlab.generation.toyworld.train import TrainStateError, latent_fg_weights, train, training_scene
 
-    cfg = _cfg(tmp_path / "ck", "size=64", "model.vae_dim_mult=[1,2,2]", "dit_fg_weight=5", "clips=12")
+    cfg = tiny.cfg(tmp_path / "ck", "size=64", "model.vae_dim_mult=[1,2,2]", "dit_fg_weight=5", "clips=12")
     caps = [training_scene(cfg, i)[1] for i in range(cfg.clips)]
     w = latent_fg_weights(cfg, caps)
     assert w.shape == (12, 1, 2, 16, 16) and set(w.unique().tolist()) == {1.0, 5.0}
@@ -236,9 +220,9 @@ def test_shape_weights_cover_every_shape_on_the_latent_grid_and_nothing_far_from
             assert (w[i, 0, lt][~near] == 1.0).all(), (caps[i], lt)  # nothing far from every shape is
     with pytest.raises(TrainStateError, match="training clip 1"):
         latent_fg_weights(cfg, [caps[0], "a red circle" if caps[1] != "a red circle" else "a blue star"])
-    train(_cfg(tmp_path / "ck2", "dit_fg_weight=5", "dit_steps=1"), tmp_path / "pipe", progress=False)
+    train(tiny.cfg(tmp_path / "ck2", "dit_fg_weight=5", "dit_steps=1"), tmp_path / "pipe", progress=False)
     with pytest.raises(TrainStateError, match="dit_fg_weight"):
-        train(_cfg(tmp_path / "ck2", "dit_steps=2"), tmp_path / "pipe2", progress=False)
+        train(tiny.cfg(tmp_path / "ck2", "dit_steps=2"), tmp_path / "pipe2", progress=False)
 
 
 def test_options_added_later_leave_older_checkpoints_identity_alone_until_set():
@@ -271,21 +255,23 @@ def test_options_added_later_leave_older_checkpoints_identity_alone_until_set():
         ("sample_guidance=0.5", "sample_guidance=0.5 must be >= 1"),
     ],
 )
-def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_built(tmp_path, bad, says):
+def test_an_impossible_training_world_is_refused_in_one_line_before_anything_is_built(
+    tiny, tmp_path, bad, says
+):
     from vidlab.errors import UserError
     from vidlab.generation.toyworld.train import check_config
 
     with pytest.raises(UserError, match=says):
-        check_config(_cfg(tmp_path, bad))
+        check_config(tiny.cfg(tmp_path, bad))
 
 
 @pytest.mark.slow
-def test_checkpoint_evaluation_reports_presence_per_shape_and_the_shape_swap_control(tmp_path):
+def test_checkpoint_evaluation_reports_presence_per_shape_and_the_shape_swap_control(tiny, tmp_path):
     """The figures that show whether the shape word is used: presence per shape (their mean is the presence)
     and the level-0.7 shape-swap probe, recorded with every checkpoint evaluation."""
     from vidlab.generation.toyworld.train import SWAP_LEVEL, train
 
-    cfg = _cfg(tmp_path / "ck", "eval_every=3", "eval_steps=2", "model.text_len=16")
+    cfg = tiny.cfg(tmp_path / "ck", "eval_every=3", "eval_steps=2", "model.text_len=16")
     train(cfg, tmp_path / "out", progress=False)
     ev = json.loads((tmp_path / "out" / "toyworld.json").read_text())["evals"]
     assert [e["step"] for e in ev] == [3]
