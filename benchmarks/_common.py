@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def bench_args(description: str, epilog: str = "", argv: Sequence[str] | None = None, extra=None):
@@ -106,7 +107,12 @@ def emit_skipped(name: str, why: str) -> int:
     return 0
 
 
-def emit_json(figures: dict) -> None:
-    """Print the script's figures as the final single line of JSON (machine-readable summary)."""
+def emit_json(figures: dict, out: str | Path | None = None) -> None:
+    """Print the script's figures as the final single line of JSON (machine-readable summary); with ``out``, write
+    them there first (atomically, indented)."""
+    if out:
+        from vidlab.io import atomic_write_json
+
+        atomic_write_json(Path(out), figures)
     sys.stdout.flush()
     print(json.dumps(figures, separators=(",", ":"), default=float), flush=True)

@@ -106,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - t0, 1),
     }
     print_table([{"encoder": k, **v} for k, v in table.items() if "skipped" not in v], list(COLUMNS))
-    if args.out:
-        from vidlab.io import atomic_write_json
-
-        atomic_write_json(pathlib.Path(args.out), res)
-    emit_json(res)
+    emit_json(res, args.out)
     return 0
 
 

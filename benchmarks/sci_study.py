@@ -352,7 +352,9 @@ class Study:
         self.fp = model_fingerprint(self.pipe)
         self.cache = cache
         self.run_id = run_id
-        self.videos: dict[str, float] = {}  # record key -> seconds it took when it was made (cached ones too)
+        # one entry per distinct video (a setting run twice, e.g. the chosen strength in the dose, counts once):
+        # the seconds it took when it was made (cached ones too)
+        self.videos: dict[str, float] = {}
 
     def run(
         self,
@@ -386,7 +388,7 @@ class Study:
                 desc=desc,
             )
         for r in records:
-            self.videos[f"{fp}|{r['method']}|{desc}|{r['item']}|{r['seed']}"] = float(r.get("seconds") or 0.0)
+            self.videos[f"{fp}|{desc}|{r['item']}|{r['seed']}"] = float(r.get("seconds") or 0.0)
         return records
 
 
@@ -749,11 +751,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes_this_run": round((time.perf_counter() - t0) / 60, 2),  # wall; videos from --cache cost none
     }
     print_table(rows, ["setting", *ROW_FIGURES, "excess"])
-    if args.out:
-        from vidlab.io import atomic_write_json
-
-        atomic_write_json(pathlib.Path(args.out), res)
-    emit_json(res)
+    emit_json(res, args.out)
     return 0
 
 
