@@ -124,14 +124,32 @@ def row_id(row: dict) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
-def _video_path(row: dict, video_root: str | os.PathLike | None) -> str:
-    v = row.get("video_path") or row.get("video")
-    if not v:
+def _video_key(row: dict) -> str | None:
+    return "video_path" if row.get("video_path") else "video" if row.get("video") else None
+
+
+def _video_path(
+    row: dict, video_root: str | os.PathLike | None, data_file: str | os.PathLike | None = None
+) -> str:
+    """The row's video by the one path rule (:mod:`vidlab.datafiles`): absolute as is, a relative one under
+    ``video_root`` when given, else under the data file's folder (else the working directory: rows built in code)."""
+    from vidlab.datafiles import resolve_path
+
+    key = _video_key(row)
+    if key is None:
         raise ClassifyError(row_id(row), "no 'video' or 'video_path' field")
-    p = Path(str(v))
-    if not p.is_absolute() and video_root is not None:
-        p = Path(video_root) / p
-    return str(p)
+    return str(resolve_path(str(row[key]), data_file, video_root))
+
+
+def _rebased(row: dict, video_root: Any, data_file: Any, out: Path) -> dict:
+    """``row`` as written to ``out``: a relative video path rewritten relative to ``out``'s folder, so the labelled
+    file resolves by the same rule from wherever it is read (``vidlab train-agent``, ``vidlab eval-qa``)."""
+    from vidlab.datafiles import relative_to_file
+
+    key = _video_key(row)
+    if key is None or Path(str(row[key])).expanduser().is_absolute():
+        return row
+    return {**row, key: relative_to_file(_video_path(row, video_root, data_file), out)}
 
 
 def _score_samples(
@@ -195,7 +213,7 @@ class _Classifier:
             msgs, num_samples=c.k, temperature=c.temperature, max_new_tokens=c.max_new_tokens, seed=seed
         )
 
-    def classify(self, row: dict, video_root: Any) -> dict:
+    def classify(self, row: dict, video_root: Any, data_file: Any = None) -> dict:
         from vidlab.video import open_video
 
         rid = row_id(row)
@@ -209,7 +227,7 @@ class _Classifier:
         if qtype == "mc" and not options:
             raise ClassifyError(rid, "multiple-choice question without options")
         options = [str(o) for o in options] if options else None
-        path = _video_path(row, video_root)
+        path = _video_path(row, video_root, data_file)
         c = self.config
         with open_video(path) as reader:
             uniform = UniformAgent(reader)
@@ -267,6 +285,7 @@ class ClassifyWorker:
         judge: Any = None,
         video_root: Any = None,
         policy_kwargs: dict[str, Any] | None = None,
+        data_file: Any = None,
     ):
         if isinstance(policy, str):
             from vidlab.understanding.policies import load_policy
@@ -282,11 +301,11 @@ class ClassifyWorker:
             from vidlab.config import from_dict
 
             config = from_dict(ClassifyConfig, dict(config or {}), where="classify.")
-        self.video_root = video_root
+        self.video_root, self.data_file = video_root, data_file
         self.classifier = _Classifier(policy, config, clip_model, index_cache_dir, judge)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
-        return self.classifier.classify(item["row"], self.video_root)
+        return self.classifier.classify(item["row"], self.video_root, self.data_file)
 
 
 def _name(obj: Any) -> Any:
@@ -350,8 +369,14 @@ def classify_rows(
     errors: list[dict] | None = None,
     identity: dict[str, Any] | None = None,
     policy_kwargs: dict[str, Any] | None = None,
+    data_file: str | os.PathLike | None = None,
 ) -> list[dict]:
     """Label every row; returns the labelled rows in input order (filtered ones unless ``config.drop_filtered``).
+
+    Video paths follow the one path rule (:mod:`vidlab.datafiles`): a relative one resolves under ``video_root``
+    when given, else under the folder of ``data_file`` (the file the rows came from). With ``data_file`` and
+    ``out_path``, the labelled rows name their videos relative to ``out_path``'s folder, so the labelled file
+    feeds ``vidlab train-agent`` or ``vidlab eval-qa`` from wherever it is read.
 
     With ``out_path`` the work runs as a ``vidlab.distributed.run_job`` in ``<out>.job/`` (resumable: a rerun
     skips finished rows; locked: a concurrent run into the same output refuses; identity-checked: a rerun with
@@ -381,6 +406,7 @@ def classify_rows(
         "judge": judge,
         "video_root": video_root,
         "policy_kwargs": policy_kwargs,
+        "data_file": data_file,
     }
     if out_path is None:
         return _classify_in_memory(items, worker_kwargs, cfg, progress, errors)
@@ -388,7 +414,7 @@ def classify_rows(
 
     for it in items:
         try:
-            it["video_sha256"] = fingerprint_or_none(_video_path(it["row"], video_root))
+            it["video_sha256"] = fingerprint_or_none(_video_path(it["row"], video_root, data_file))
         except ClassifyError:
             it["video_sha256"] = None
     out = Path(out_path)
@@ -411,20 +437,45 @@ def classify_rows(
     ids = [it["id"] for it in items]
     job = read_job(job_dir, ids=ids)
     results = list(job.ok.values())
-    failed = [{"id": rid, "error": error_text(job.failed.get(rid, {}))} for rid in ids if rid not in job.ok]
-    for record in failed:
-        log.warning("classify: %s: %s", record["id"], record["error"])
+    by_id = {it["id"]: it["row"] for it in items}
+    failed = [
+        _failure(rid, by_id[rid], error_text(job.failed.get(rid, {})), video_root, data_file)
+        for rid in ids
+        if rid not in job.ok
+    ]
     if errors is not None:
         errors.extend(failed)
+    elif failed:  # a caller that does not collect them still hears of them
+        log.warning(
+            "classify: %d of %d row(s) failed (first: %s: %s); all in %s",
+            len(failed), len(items), failed[0]["id"], failed[0]["error"], errors_path(out),
+        )  # fmt: skip
     if cfg.drop_filtered:
         results = [r for r in results if r.get("classification") != "filtered"]
+    if data_file is not None:
+        results = [_rebased(r, video_root, data_file, out) for r in results]
     atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results))
-    err_path = out.with_name(out.name + ".errors.jsonl")
+    err_path = errors_path(out)
     if failed:
         atomic_write_text(err_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in failed))
     elif err_path.exists():
         err_path.unlink()
     return results
+
+
+def errors_path(out_path: str | os.PathLike) -> Path:
+    """Where the rows that failed are listed (id, video path, reason): ``labelled.jsonl.errors.jsonl``."""
+    out = Path(out_path)
+    return out.with_name(out.name + ".errors.jsonl")
+
+
+def _failure(rid: str, row: dict, error: str, video_root: Any, data_file: Any) -> dict[str, str]:
+    """A failed row's record: id, the video it was about (as resolved; empty when it names none), the reason."""
+    try:
+        path = _video_path(row, video_root, data_file)
+    except ClassifyError:
+        path = ""
+    return {"id": rid, "path": path, "error": error}
 
 
 def _classify_in_memory(
@@ -441,7 +492,9 @@ def _classify_in_memory(
         try:
             labelled = worker.process(it)
         except Exception as e:  # noqa: BLE001 - record and go on; the reason names the row
-            record = {"id": it["id"], "error": f"{type(e).__name__}: {e}"}
+            record = _failure(
+                it["id"], it["row"], f"{type(e).__name__}: {e}", worker.video_root, worker.data_file
+            )
             if errors is not None:
                 errors.append(record)
             log.warning("classify: %s: %s", it["id"], record["error"])

@@ -212,7 +212,7 @@ def _qa_parser() -> argparse.ArgumentParser:
         help="policy spec (see below); required unless a preset or policy=... sets it "
         "(const:A, the answer-A baseline, is never picked silently)",
     )
-    p.add_argument("--strategy", help="agent (default), uniform:K or clip:K")
+    p.add_argument("--strategy", help="agent (default), uniform:K, clip:K, or a selector topk:K, aks:K, bolt:K")
     p.add_argument(
         "--clip-model",
         help="CLIP model for clip_sample, e.g. ViT-B-16:openai; auto (default): the policy's own CLIP if it ships "
@@ -454,7 +454,7 @@ def _eval_parser() -> argparse.ArgumentParser:
         help="policy spec: toy:where (the default toy policy), toy:shipped, toy:DIR, hf:..., hf-tiny:..., "
         "openai:URL@MODEL, replay:FILE, const:X, pixel:COLOUR",
     )
-    p.add_argument("--strategies", nargs="+", help="agent, uniform:K, clip:K (several = one comparison plot)")
+    p.add_argument("--strategies", nargs="+", help="agent, uniform:K, clip:K, topk:K, aks:K, bolt:K (several = one comparison plot)")
     p.add_argument("--out", help="output folder (default outputs/eval-qa)")
     p.add_argument(
         "--overwrite", action="store_true", help="start the job in --out over (deletes its records)"
@@ -541,7 +541,11 @@ def _eval_qa(argv: list[str]) -> int:
     )
     if AGENT in cfg.strategies:
         print(_tools_line(cfg, clip_how), flush=True)
-    summaries = run_eval(cfg, items=loaded, overwrite=args.overwrite)
+    from vidlab.outcome import BatchOutcome, finish
+    from vidlab.understanding.evaluate import FAILURES
+
+    failures: list[Any] = []
+    summaries = run_eval(cfg, items=loaded, overwrite=args.overwrite, failures=failures)
     _print_summaries(summaries)
     out = Path(cfg.out)
     first: dict[str, Any] = next(iter(summaries.values()), {})
@@ -551,7 +555,9 @@ def _eval_qa(argv: list[str]) -> int:
     print(
         f"results in {out}/<strategy>/results.jsonl; summary {out / 'summary.md'}; plot {out / 'accuracy_vs_frames.png'}"
     )
-    return 0
+    asked = len(loaded.items) if cfg.limit is None else min(cfg.limit, len(loaded.items))
+    outcome = BatchOutcome(asked + len(loaded.problems), failures, str(out / FAILURES))
+    return finish("vidlab eval-qa", outcome, what="question")
 
 
 # ------------------------------------------------------------------------------------------------- classify
@@ -586,7 +592,10 @@ def _classify_parser() -> argparse.ArgumentParser:
         help="CLIP model for the richer view's retrieved frames; auto (default): the policy's own CLIP if it "
         "ships one, else none; none: uniform frames only",
     )
-    p.add_argument("--video-root", help="folder that relative video paths in the rows are under")
+    p.add_argument(
+        "--video-root",
+        help="folder that relative video paths in the rows are under (default: the --data file's folder)",
+    )
     p.add_argument("--k", type=int, help="samples per view (= classify.k; default 4)")
     p.add_argument("--judge", help="open-ended scoring: rule (default), rule:exact, openai:URL@MODEL")
     _config_args(p)
@@ -661,13 +670,16 @@ def _classify(argv: list[str]) -> int:
             video_root=cfg.video_root,
             errors=errors,
             identity=ident,
+            data_file=data,
         )
+    from vidlab.outcome import BatchOutcome, failure_from, finish
+    from vidlab.understanding.classify import errors_path
+
     s = summarize(labelled)
     print(f"labelled {s['rows']} row(s): " + ", ".join(f"{k} {v}" for k, v in sorted(s["labels"].items())))
-    if errors:
-        print(f"{len(errors)} row(s) failed (see {out}.errors.jsonl); rerun to retry them")
     print(f"written to {out} (job: {job_dir})")
-    return 0
+    outcome = BatchOutcome(len(rows), [failure_from(e) for e in errors], str(errors_path(out)))
+    return finish("vidlab classify", outcome, what="row")
 
 
 class RowsError(UserError):

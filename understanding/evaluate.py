@@ -2,7 +2,7 @@
 
 Each *strategy* is evaluated into its own folder ``OUT/<label>/`` (``results.jsonl`` holds one record per
 question, a rerun skips questions already done): ``agent`` runs the VideoBrain episode (initial view + tool
-calls); ``uniform:K`` and ``clip:K`` are the scripted baselines. Then ``OUT/summary.json``, ``OUT/summary.md``
+calls); ``uniform:K``, ``clip:K`` and the selectors ``topk:K``, ``aks:K``, ``bolt:K`` are the scripted baselines. Then ``OUT/summary.json``, ``OUT/summary.md``
 and ``OUT/accuracy_vs_frames.png`` compare the strategies (:mod:`vidlab.understanding.report`): accuracy overall, by
 category and by duration group, the mean number of distinct frames shown and tool calls per question.
 
@@ -456,8 +456,13 @@ def run_eval(
     policy: Any = None,
     overwrite: bool = False,
     skip_bad_lines: bool = False,
+    failures: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Load the benchmark (unless ``items`` is given), evaluate every strategy, write the comparison report.
+
+    Every question that failed (a missing or undecodable video, a policy that kept failing) and every record the
+    loader skipped is listed in ``OUT/failures.jsonl`` (id, video path, reason) and appended to ``failures``
+    (:class:`vidlab.outcome.Failure`) when given: the command names them and exits non-zero.
 
     ``cfg.clip_model`` may be ``"auto"`` (the policy's own CLIP) or ``"none"`` (:func:`resolve_clip_model`).
     A benchmark copy with no usable question is a ``BenchmarkError``, and so is a malformed JSONL line (named by
@@ -536,4 +541,36 @@ def run_eval(
         for s in summaries.values():
             s["n_load_problems"] = len(loaded.problems)
         write_report(summaries, out, title)
+        failed = eval_failures(out, qa, loaded.problems, list(summaries))
+        from vidlab.outcome import write_failures
+
+        write_failures(out / FAILURES, failed)
+        if failures is not None:
+            failures.extend(failed)
     return summaries
+
+
+FAILURES = "failures.jsonl"
+
+
+def eval_failures(out: str | Path, qa: Sequence[QAItem], problems: Sequence[Any], labels: Sequence[str]) -> list[Any]:
+    """The failed items of an evaluation in ``out``: each record the loader skipped, then each question that
+    failed in any strategy (its video path and the first strategy's reason, naming the strategies where it
+    failed in only some)."""
+    from vidlab.outcome import Failure
+
+    found = [Failure(p.record, p.reason, p.source) for p in problems]
+    ids = [d["id"] for d in job_items(qa, fingerprint_videos=False)]
+    where: dict[str, list[str]] = {}
+    first: dict[str, dict[str, Any]] = {}
+    for label in labels:
+        for r in load_results(Path(out) / label, ids=ids):
+            if r.get("status") == "error":
+                where.setdefault(str(r["id"]), []).append(label)
+                first.setdefault(str(r["id"]), r)
+    for rid in ids:
+        if rid in first:
+            r, only = first[rid], where[rid]
+            tail = f" (in {', '.join(only)})" if len(only) < len(labels) else ""
+            found.append(Failure(rid, f"{r.get('error')}{tail}", str(r.get("video_path") or "")))
+    return found
