@@ -339,12 +339,22 @@ class CompAttn:
         pipe._comp_attn = self
 
     def _check_backend(self) -> None:
-        """LAM's additive mask needs a backend that takes one (flash/sage do not): refuse up front."""
-        from vidlab.generation.processor import check_mask_backend
+        """LAM's masked calls need a backend that takes a float mask: on a mask-less one (flash, sage) they alone
+        run on PyTorch SDPA (``processor.mask_backend``); refuse up front only where none is registered."""
+        import logging
+
+        from vidlab.generation.processor import backend_name, mask_backend, takes_float_mask
 
         if self.config.enabled and self.config.lam.enabled and self.config.lam.apply == "mask":
-            for _, tr in _transformers(self.pipe):
-                check_mask_backend(getattr(tr.blocks[0].attn2.processor, "_attention_backend", None))
+            for name, tr in _transformers(self.pipe):
+                backend = getattr(tr.blocks[0].attn2.processor, "_attention_backend", None)
+                routed = mask_backend(backend)
+                if not takes_float_mask(backend):
+                    logging.getLogger(__name__).info(
+                        "pipe.%s runs attention on %r, which takes no mask: LAM's modulated attn2 calls run on "
+                        "%r, every other call stays on %r",
+                        name, backend_name(backend), backend_name(routed), backend_name(backend),
+                    )  # fmt: skip
 
     def remove(self) -> None:
         """Restore the original attn2 processor objects, the pipeline's class, and remove the hooks."""

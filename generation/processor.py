@@ -4,7 +4,13 @@ When the controller says this call is not modulated (uncond pass, outside LAM's 
 selected, no generation running) it hands the call to the original ``WanAttnProcessor`` object untouched, so
 the output is exactly diffusers' own. When LAM is active it computes the same projections, derives the
 subject-column attention and the layout bias (``vidlab.generation.lam``), and runs diffusers'
-``dispatch_attention_fn`` with the bias as an additive float mask on the processor's own attention backend.
+``dispatch_attention_fn`` with the bias as an additive float mask.
+
+Backends: every call runs on the processor's own attention backend (``transformer.set_attention_backend``)
+except the one masked call of a modulated ``attn2``, and that one too where the backend takes a float mask
+(native SDPA, flex, xformers). Where it does not (flash, sage, ...: ``takes_float_mask``) the masked call
+alone goes to PyTorch SDPA (``mask_backend``), so ``attn1`` (where Wan spends its time) and every unmodulated
+``attn2`` stay on the fast kernel. ``CompAttnBackendError`` only where diffusers has no SDPA backend registered.
 With ``lam.rule="ts_attn"`` the active call runs TS-Attn's rule instead (``vidlab.generation.ts_attn``: a per-head bias
 from the model's own subject regions, no layout).
 """
@@ -22,8 +28,20 @@ from vidlab.generation.errors import CompAttnBackendError, CompAttnError
 if TYPE_CHECKING:  # pragma: no cover
     from vidlab.generation.controller import Controller
 
-# Backends whose kernels take no float mask: LAM cannot run on them.
-_MASKLESS_PREFIXES = ("flash", "_flash", "sage", "_sage", "aiter", "_native_flash", "_native_npu")
+# Backends whose kernels take no float mask (diffusers 0.42: flash*, _flash_3*, sage*, _sage_*, aiter, the
+# SDPA flash kernel, NPU (boolean masks only) and XLA raise on, or misread, an additive mask).
+_MASKLESS_PREFIXES = (
+    "flash",
+    "_flash",
+    "sage",
+    "_sage",
+    "aiter",
+    "_native_flash",
+    "_native_npu",
+    "_native_xla",
+)
+# where a masked call goes when the processor's backend takes no mask: PyTorch SDPA, diffusers' default
+MASK_FALLBACK = "native"  # AttentionBackendName.NATIVE
 
 
 def backend_name(backend: Any) -> str:
@@ -35,15 +53,28 @@ def backend_name(backend: Any) -> str:
     return str(getattr(backend, "value", backend))
 
 
-def check_mask_backend(backend: Any) -> None:
-    """Raise ``CompAttnBackendError`` for flash/sage-style backends, which reject masks."""
-    name = backend_name(backend)
-    if name.startswith(_MASKLESS_PREFIXES):
-        raise CompAttnBackendError(
-            f"LAM adds an additive float mask to Wan's cross-attention, which the {name!r} attention backend "
-            "does not accept; use 'native' (PyTorch SDPA), 'flex' or 'xformers' "
-            "(transformer.set_attention_backend(...)), or turn LAM off (lam.enabled=false)"
-        )
+def takes_float_mask(backend: Any) -> bool:
+    """Whether ``backend`` (a name, an ``AttentionBackendName``, or None for the active one) accepts an additive
+    float ``attn_mask``."""
+    return not backend_name(backend).startswith(_MASKLESS_PREFIXES)
+
+
+def mask_backend(backend: Any) -> Any:
+    """The backend a masked (LAM-modulated) call runs on: ``backend`` itself where it takes a float mask, else
+    PyTorch SDPA (``MASK_FALLBACK``); ``CompAttnBackendError`` where diffusers has no such backend registered."""
+    if takes_float_mask(backend):
+        return backend
+    from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
+
+    fallback = AttentionBackendName.NATIVE  # a member, not AttentionBackendName(...): traced by torch.compile
+    if fallback in _AttentionBackendRegistry._backends and takes_float_mask(fallback):
+        return fallback
+    raise CompAttnBackendError(
+        f"LAM adds an additive float mask to Wan's cross-attention, which the {backend_name(backend)!r} attention "
+        f"backend does not accept, and no mask-capable backend ({MASK_FALLBACK!r}, PyTorch SDPA) is registered in "
+        "diffusers to run those calls on; set 'native', 'flex' or 'xformers' (transformer.set_attention_backend(...)), "
+        "use lam.apply=reweight (no mask), or turn LAM off (lam.enabled=false)"
+    )
 
 
 class CompAttnProcessor:
@@ -89,8 +120,6 @@ class CompAttnProcessor:
             )
         if attn.add_k_proj is not None:
             raise CompAttnError("Comp-Attn does not support image-conditioned (I2V) cross-attention")
-        if lam_on and ctl.config.lam.apply == "mask":
-            check_mask_backend(self._attention_backend)
         targets = ctl.targets_on(hidden_states.device)
         if hidden_states.shape[1] != targets.masks.shape[1]:
             raise ValueError(
@@ -237,6 +266,8 @@ class CompAttnProcessor:
             mask = attention_mask
         else:
             raise ValueError(f"unknown lam.apply {cfg.apply!r}; choose one of {L.APPLY_MODES}")
+        # the masked call alone leaves a mask-less backend (flash, sage): for PyTorch SDPA (mask_backend)
+        backend = self._attention_backend if mask is None else mask_backend(self._attention_backend)
         out = dispatch_attention_fn(
             query,
             key,
@@ -244,7 +275,7 @@ class CompAttnProcessor:
             attn_mask=mask,
             dropout_p=0.0,
             is_causal=False,
-            backend=self._attention_backend,
+            backend=backend,
             parallel_config=None,
         )
         if cfg.apply == "reweight":

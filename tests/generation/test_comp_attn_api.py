@@ -66,17 +66,6 @@ def test_image_conditioned_transformers_are_refused():
     assert type(tr.blocks[0].attn2.processor).__name__ == "WanAttnProcessor"
 
 
-def test_flash_backend_is_refused_when_lam_is_on():
-    pipe = build_tiny_pipeline()
-    for b in pipe.transformer.blocks:
-        b.attn2.processor._attention_backend = "flash"
-    with pytest.raises(Exception, match="flash"):
-        apply_comp_attn(pipe, CompAttnConfig())
-    cfg = CompAttnConfig()
-    cfg.lam.enabled = False
-    apply_comp_attn(pipe, cfg).remove()  # SCI alone needs no mask
-
-
 def test_sci_touches_only_cond_subject_tokens_inside_its_window_and_never_uncond():
     pipe = _pipe()
     seen = []
