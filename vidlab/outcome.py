@@ -104,13 +104,15 @@ def failure_from(
     record: Mapping[str, Any], path_keys: Iterable[str] = ("path", "video", "video_path")
 ) -> Failure:
     """A :class:`Failure` from a record such as a job's error record or a loader's problem
-    (``id``/``record``, a path key, ``reason``/``error``/``message``)."""
+    (``id``/``record``, a path key, ``reason``/``error``, or ``type`` + ``message``)."""
     item = str(record.get("id", record.get("record", "")) or "")
     path = next((str(record[k]) for k in path_keys if record.get(k)), "")
-    reason = record.get("reason") or record.get("error") or record.get("message") or "failed"
+    reason = record.get("reason") or record.get("error")
+    if not reason and record.get("message") is not None:  # a job's flattened error: type + message
+        reason = f"{record.get('type', 'Error')}: {record['message']}"
     if isinstance(reason, Mapping):  # a job's error mapping
         reason = f"{reason.get('type', 'Error')}: {reason.get('message', '')}"
-    return Failure(item, " ".join(str(reason).split()), path)
+    return Failure(item, " ".join(str(reason or "failed").split()), path)
 
 
 def write_failures(path: str | os.PathLike, failures: Iterable[Failure]) -> Path | None:

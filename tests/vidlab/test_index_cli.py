@@ -26,9 +26,13 @@ def test_index_then_rerun_then_search(videos, tmp_path, capsys):
         [str(videos), "--cache-dir", str(idx), "--sampling", "fps=4", "--quiet", "--max-retries", "0"]
     )
     out = capsys.readouterr()
-    assert rc == 2  # one video failed; the others were indexed
+    assert rc == 3  # finished with some failures: one video failed, the others were indexed
     assert "videos: 4  indexed: 3  cached: 0  failures: 1  frames: 32" in out.out
-    assert "broken.mp4" in out.err and "VideoReadError" in out.err
+    assert "broken.mp4" in out.err and "VideoReadError" in out.err and "1 of 4 video(s) failed" in out.err
+    listed = [
+        json.loads(x) for x in (next((idx / "jobs").iterdir()) / "failures.jsonl").read_text().splitlines()
+    ]
+    assert [f["path"].rsplit("/", 1)[-1] for f in listed] == ["broken.mp4"] and "failures.jsonl" in out.err
     manifest = json.loads((idx / "manifest.json").read_text())
     assert manifest["model_tag"] == "vidlab-tiny:seed0" and manifest["sampling"] == "fps=4"
     assert sorted(v["frames"] for v in manifest["videos"]) == [8, 12, 12]
@@ -41,7 +45,7 @@ def test_index_then_rerun_then_search(videos, tmp_path, capsys):
     rc = index_main(
         [str(videos), "--cache-dir", str(idx), "--sampling", "fps=4", "--quiet", "--max-retries", "0"]
     )
-    assert rc == 2
+    assert rc == 3
     assert "indexed: 0  cached: 3  failures: 1" in capsys.readouterr().out
 
     assert search_main(["a red circle", "--index", str(idx), "-k", "5", "--json"]) == 0

@@ -32,7 +32,9 @@ defaults <- --preset <- key=value words <- explicit flags. A second `vidlab inde
 while one runs is refused (one line).
 The default model is the tiny built-in one (random weights: plumbing only); use a real CLIP such as
 ViT-B-16:openai (VideoBrain's) for meaningful retrieval.
-Exit status: 0 all indexed; 2 a user error (one line on stderr) or some videos failed (listed).
+Exit status: 0 all indexed; 2 a user error (one line on stderr); 3 some videos failed, 4 all of them (each
+named on stderr with its reason, all in the job folder's failures.jsonl; a rerun retries them). List files
+name videos relative to their own folder (docs/reference/cli.md, "Paths and exit codes").
 """
 
 SEARCH_EPILOG = """examples:
@@ -109,8 +111,10 @@ def _check_inputs(inputs: list[str]) -> None:
     """Refuse inputs that can never be read (a path that does not exist, a symlink loop, a FIFO, a device...)
     before anything is written.
 
-    A video listed in a list file that is missing is left to the job (it becomes a recorded failure, like an
-    undecodable one); a path given on the command line must exist."""
+    A video listed in a list file (or found in a folder) that is missing or undecodable is left to the job (a
+    recorded failure); a video named on the command line must exist and open as a video (its container header
+    is read, nothing is decoded), so a corrupt file is one line, before the cache folder is made."""
+    from vidlab.datafiles import resolve_path
     from vidlab.io import InputFileError, file_problem
 
     for raw in inputs:
@@ -124,12 +128,16 @@ def _check_inputs(inputs: list[str]) -> None:
             raise InputFileError(raw, f"cannot read input: {why}")
         if why is None and p.suffix.lower() in (".txt", ".lst", ".list"):
             for line in p.read_text().splitlines():
-                q = Path(line.strip()).expanduser()
                 if line.strip() and not line.strip().startswith("#"):
-                    q = q if q.is_absolute() else p.parent / q
+                    q = resolve_path(line.strip(), p)  # the one path rule: against the list file's folder
                     bad = file_problem(q, allow_empty=True)
                     if bad is not None and bad.startswith("symlink loop"):
                         raise InputFileError(q, f"cannot read video listed in {raw}: {bad}")
+        elif why is None:
+            from vidlab.video.probe import check_path, open_container
+
+            container, _ = open_container(check_path(p))  # VideoReadError (one line) on a corrupt file
+            container.close()
 
 
 def _index_config(args: argparse.Namespace) -> tuple[IndexConfig, list[str]]:
@@ -207,10 +215,11 @@ def _index(argv: list[str] | None) -> int:
         f"frames: {report.frames}  embedded: {report.frames_embedded} in {report.seconds:.2f}s "
         f"({report.frames_per_s:.1f} frames/s)"
     )
-    for err in report.errors:
-        print(f"  failed: {err['id']}: {err['type']}: {err['message']}", file=sys.stderr)
     print(f"manifest: {report.manifest}\njob records: {report.job_dir}/results.jsonl")
-    return 2 if report.failures else 0
+    from vidlab.outcome import BatchOutcome, failure_from, finish
+
+    failed = [failure_from({**e, "path": e["id"]}) for e in report.errors]
+    return finish("vidlab index", BatchOutcome(report.videos, failed, report.failures_file), what="video")
 
 
 def _remove_if_empty(folder: Path, created: bool) -> None:

@@ -17,7 +17,10 @@ VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", 
 
 
 def collect_videos(inputs: list[str], exts: tuple[str, ...] = VIDEO_EXTS) -> list[Path]:
-    """Videos named by ``inputs``: folders (searched recursively), list files (one path per line), or files."""
+    """Videos named by ``inputs``: folders (searched recursively), list files (one path per line, read by the
+    one path rule of :mod:`vidlab.datafiles`: a relative line resolves against the list file's folder), or files."""
+    from vidlab.datafiles import resolve_path
+
     out: list[Path] = []
     for raw in inputs:
         p = Path(raw).expanduser()
@@ -27,8 +30,7 @@ def collect_videos(inputs: list[str], exts: tuple[str, ...] = VIDEO_EXTS) -> lis
             for line in p.read_text().splitlines():
                 line = line.strip()
                 if line and not line.startswith("#"):
-                    q = Path(line).expanduser()
-                    out.append(q if q.is_absolute() else (p.parent / q))
+                    out.append(resolve_path(line, p))
         elif p.exists() or p.suffix.lower() in exts:
             out.append(p)  # a missing video file becomes a recorded failure, not a crash
         else:
@@ -139,6 +141,7 @@ class IndexReport:
     manifest: str
     job_dir: str
     errors: list[dict[str, Any]] = field(default_factory=list)
+    failures_file: str | None = None  # every failed video (path, reason), one JSON line each
 
 
 def job_dir_for(cache_dir: str | os.PathLike, model_spec: str, sampling: str) -> Path:
@@ -243,6 +246,12 @@ def index_videos(
     ]
     ok = [r for r in ok if (cache_dir / r["cache_file"]).is_file()]
     manifest = write_manifest(cache_dir, ok, model, tag, sampling)
+    from vidlab.outcome import Failure, write_failures
+
+    listed = write_failures(  # a video's id is its resolved path
+        job / "failures.jsonl",
+        [Failure(e["id"], f"{e.get('type', 'Error')}: {e.get('message', '')}", e["id"]) for e in failed],
+    )
     fresh = [records.ok[rid] for rid in summary.done_ids if rid in records.ok]
     embedded = sum(r["frames"] for r in fresh if r.get("built"))
     return IndexReport(
@@ -258,4 +267,5 @@ def index_videos(
         manifest=str(manifest),
         job_dir=str(job),
         errors=failed,
+        failures_file=str(listed) if listed else None,
     )
