@@ -93,6 +93,65 @@ def local_weights(d: Path, spec: str) -> Path:
     return safe[0]
 
 
+# Text embeddings kept per model (a question asked again, the same prompt in every episode): 4096 entries of a
+# 512-d float32 embedding are 8 MB.
+TEXT_CACHE_SIZE = 4096
+
+
+class TextCache:
+    """A bounded least-recently-used cache of text embeddings (float32 [D] per text).
+
+    It is cleared when the model's parameters change (:meth:`check`: any in-place update, an optimiser step or
+    ``load_state_dict``, bumps a tensor's version counter), so training never reads a stale embedding; after
+    replacing parameter objects, call :meth:`ClipModel.refresh_tag` (or :meth:`clear`). ``size`` 0 turns it off."""
+
+    def __init__(self, size: int = TEXT_CACHE_SIZE) -> None:
+        if int(size) < 0:
+            raise ValueError(f"text cache size must be >= 0, got {size}")
+        from collections import OrderedDict
+
+        self.size = int(size)
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._weights: Any = None
+        self._params: list[Any] | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def check(self, module: Any) -> None:
+        """Forget every entry if ``module``'s parameters changed since the last call."""
+        if self._params is None:  # listing a module's parameters costs more than reading their versions
+            self._params = list(module.parameters())
+        sig = sum(p._version for p in self._params)
+        if sig != self._weights:
+            self._items.clear()
+            self._weights = sig
+
+    def get(self, text: str) -> np.ndarray | None:
+        hit = self._items.get(text)
+        if hit is None:
+            self.misses += 1
+            return None
+        self._items.move_to_end(text)
+        self.hits += 1
+        return hit
+
+    def put(self, text: str, emb: np.ndarray) -> None:
+        if not self.size:
+            return
+        self._items[text] = emb
+        self._items.move_to_end(text)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._weights = None
+        self._params = None
+
+
 class QueryTruncatedWarning(UserWarning):
     """A text longer than the model's context length was truncated before embedding."""
 
@@ -225,8 +284,11 @@ class ClipModel:
         precision: str = "fp32",
         batch_size: int = 64,
         spec: str | None = None,
+        text_cache_size: int = TEXT_CACHE_SIZE,
     ) -> None:
         self.model = module.eval()
+        self.text_cache = TextCache(text_cache_size)
+        self._text_tower: Any = None  # vidlab.clip.text_tower.TextEncoder, or False for the full pass
         self.tokenizer = tokenizer
         self.tag = tag
         self.spec = spec or tag
@@ -272,6 +334,7 @@ class ClipModel:
         """Re-tag after changing the weights in place (e.g. training), so caches keyed by the old tag are not reused."""
         arch = self.tag.split("@")[0].split(":")[0]
         self.tag = f"{arch}@{self.weights_digest()[:16]}"
+        self.text_cache.clear()
         return self.tag
 
     # ----- embedding ------------------------------------------------------------------------
@@ -349,10 +412,36 @@ class ClipModel:
             return len(inner(text)["input_ids"])
         return 0
 
+    def text_tower(self) -> Any:
+        """The text tower run over each prompt's own tokens (:mod:`vidlab.clip.text_tower`), or None where only
+        the full padded pass is exact."""
+        if self._text_tower is None:
+            from vidlab.clip.text_tower import text_encoder
+
+            self._text_tower = text_encoder(self.model) or False
+        return self._text_tower or None
+
+    def encode_tokens(self, tokens: Any, batch_size: int | None = None) -> Any:
+        """Unit-norm float features of token ids [N, context]: the text tower up to each row's end token,
+        rows batched by the length they need (the full padded pass where that is not exact)."""
+        import torch
+
+        tower = self.text_tower()
+        if tower is None:
+            feats = self.model.encode_text(tokens)
+        else:
+            from vidlab.clip.text_tower import encode_by_length
+
+            feats = encode_by_length(tower, tokens, batch_size or self.batch_size)
+        return torch.nn.functional.normalize(feats.float(), dim=-1)
+
     def embed_texts(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool | None = None
     ) -> np.ndarray:
-        """Texts -> float32 [N, D], unit norm; texts longer than the context are truncated with a warning."""
+        """Texts -> float32 [N, D], unit norm; texts longer than the context are truncated with a warning.
+
+        The text tower runs only over each text's own tokens (:meth:`encode_tokens`); embeddings are kept in a
+        bounded cache (:class:`TextCache`, ``text_cache``), so a text asked again costs a lookup."""
         import torch
         from tqdm.auto import tqdm
 
@@ -372,14 +461,26 @@ class ClipModel:
                     stacklevel=2,
                 )
         bs = batch_size or self.batch_size
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        show = progress if progress is not None else len(texts) >= 8 * bs
-        with torch.inference_mode(), tqdm(total=len(texts), desc="embed texts", disable=not show) as bar:
-            for s in range(0, len(texts), bs):
-                tokens = self.tokenizer(texts[s : s + bs]).to(self.device)
-                feats = torch.nn.functional.normalize(self.model.encode_text(tokens).float(), dim=-1)
-                out[s : s + len(tokens)] = feats.cpu().numpy()
-                bar.update(len(tokens))
+        cache = self.text_cache
+        cache.check(self.model)
+        found = [cache.get(t) for t in texts]
+        todo = list(dict.fromkeys(t for t, e in zip(texts, found) if e is None))  # each new text once
+        fresh: dict[str, np.ndarray] = {}
+        chunk = max(bs, 8 * bs)  # tokenise a few batches at a time, so that batching by length has choice
+        show = progress if progress is not None else len(todo) >= 8 * bs
+        with torch.inference_mode(), tqdm(total=len(todo), desc="embed texts", disable=not show) as bar:
+            for s in range(0, len(todo), chunk):
+                part = todo[s : s + chunk]
+                tokens = self.tokenizer(part).to(self.device)
+                feats = self.encode_tokens(tokens, bs).cpu().numpy()
+                for t, e in zip(part, feats):
+                    fresh[t] = e
+                    cache.put(t, e.copy())
+                bar.update(len(part))
+        dim = next((len(e) for e in [*fresh.values(), *(f for f in found if f is not None)]), self.dim)
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for i, (t, e) in enumerate(zip(texts, found)):
+            out[i] = e if e is not None else fresh[t]
         return out
 
     # ----- persistence ----------------------------------------------------------------------
