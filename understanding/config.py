@@ -23,11 +23,12 @@ AGENT = "agent"
 
 
 class StrategyError(UserError, ValueError):
-    """A strategy spec that is not agent, uniform:K or clip:K, or one the config cannot run."""
+    """A strategy spec that is not agent, uniform:K, clip:K or a selector (topk:K, aks:K, bolt:K), or one the
+    config cannot run."""
 
 
 def strategy_label(strategy: str) -> str:
-    """Folder/legend name of a strategy: ``agent``, ``uniform-32``, ``clip-8``."""
+    """Folder/legend name of a strategy: ``agent``, ``uniform-32``, ``clip-8``, ``bolt-16``."""
     if strategy == AGENT:
         return AGENT
     from vidlab.understanding.policies.baselines import BaselineSpec
@@ -36,12 +37,15 @@ def strategy_label(strategy: str) -> str:
 
 
 def check_strategy(strategy: str, clip_model: str | None) -> str:
-    """Validate a strategy (``agent``, ``uniform:K``, ``clip:K``) against the config; returns its label."""
+    """Validate a strategy (``agent``, ``uniform:K``, ``clip:K``, ``topk:K``, ``aks:K``, ``bolt:K``) against the
+    config; returns its label."""
     try:
         label = strategy_label(strategy)
     except ValueError as e:
         raise StrategyError(str(e)) from e
-    if label.startswith("clip-") and not clip_model:
+    from vidlab.understanding.policies.baselines import BaselineSpec
+
+    if label != AGENT and BaselineSpec.parse(strategy).needs_clip and not clip_model:
         raise StrategyError(f"strategy {strategy!r} needs clip_model (e.g. --clip-model ViT-B-16:openai)")
     return label
 
@@ -60,6 +64,9 @@ class QASettings:
     clip_sampling: str = "fps=1"
     clip_parity: bool = True
     cache_dir: str | None = None  # frame-index cache of the CLIP model
+    # decoded, resized frames kept in memory for every question and strategy of a video (MB; None: a sixteenth
+    # of the machine's memory, 256-4096; 0: off). Changes speed and memory, never an answer.
+    frame_cache_mb: int | None = field(default=None, metadata=in_range(0))
 
     def __post_init__(self) -> None:
         validate(self)
@@ -126,4 +133,4 @@ class EvalConfig(QASettings):
     def __post_init__(self) -> None:
         validate(self)
         if not self.strategies:
-            raise ConfigError("strategies: expected at least one of agent, uniform:K, clip:K, got []")
+            raise ConfigError("strategies: expected at least one of agent, uniform:K, clip:K, topk:K, aks:K, bolt:K, got []")

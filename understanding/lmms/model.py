@@ -6,7 +6,9 @@
   ``clip_model``     a vidlab.clip spec; offers ``clip_sample`` over the cached frame index (default: none,
                      uniform_sample only)
   ``clip_sampling``  the frame index's grid (default ``fps=1``); ``cache_dir`` where indexes are cached
-  ``strategy``       ``agent`` (default, the episode loop) or a baseline such as ``uniform:16``
+  ``strategy``       ``agent`` (default, the episode loop) or a baseline such as ``uniform:16``, ``clip:16``, or a
+                     frame selector ``topk:16``, ``aks:32``, ``bolt:16`` (parameters after a colon, ``;`` between
+                     them: ``aks:32:t1=0.6;max_depth=4``)
   ``trajectories``   a JSONL path: one line per answered doc (question, options, prediction, frames used,
                      tool calls, validity), written atomically when a batch of requests is done
   anything else      an ``EpisodeConfig`` field (``max_calls=3``, ``frame_resize=fit``, ``num_initial_frames=8``)
