@@ -238,6 +238,7 @@ def index_videos(
         desc="index videos",
         progress=progress,
         check_result=fields,
+        announce_resume=False,  # the cache is reused by design; the summary line counts what was cached
     )
     records = read_job(job, ids=[str(it["id"]) for it in items], check_result=fields)
     ok = list(records.ok.values())

@@ -13,7 +13,7 @@ Guide: docs/guides/jobs.md.
 from vidlab.identity import fingerprint_file, fingerprint_folder, fingerprint_inputs, fingerprint_path
 
 from .config import RunConfig
-from .executor import JobConfigError, JobSummary, item_hash, run_job
+from .executor import JobConfigError, JobSummary, check_run, item_hash, run_job
 from .job import (
     JobHandle,
     JobIdentityError,
@@ -47,6 +47,7 @@ __all__ = [
     "RecordProblem",
     "RunConfig",
     "WorkerInitError",
+    "check_run",
     "error_text",
     "fingerprint_file",
     "fingerprint_folder",

@@ -54,6 +54,17 @@ from .records import RecordProblem, RecordWriter, ResultCheck, scan_records
 from .worker import WorkerInitError, checked_result
 
 log = logging.getLogger(__name__)
+# "resuming into OUT: N of M items done": a note, not a warning (the commands show it as ``prog: note: ...``)
+resume_log = logging.getLogger("vidlab.distributed.resume")
+
+
+class _AsNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelname = "NOTE"
+        return True
+
+
+resume_log.addFilter(_AsNote())
 
 
 class JobConfigError(ValueError):
@@ -90,6 +101,18 @@ class JobSummary:
             f"{self.total} items: {self.done} done, {self.skipped} skipped, {self.failed} failed "
             f"in {self.seconds:.2f}s ({self.items_per_s:.2f} items/s, backend={self.backend}, workers={self.num_workers})"
         )
+
+
+def check_run(run: RunConfig | str) -> None:
+    """Refuse, before anything is written, a run this machine cannot start: on the ``ray`` backend, a
+    ``RAY_ADDRESS`` where no cluster answers (one line naming it, within seconds; see
+    :func:`~vidlab.distributed.ray_backend.check_ray_address`). Commands call it before they create their
+    output folders; ``run_job`` calls it before it opens the job."""
+    backend = run if isinstance(run, str) else run.backend
+    if backend == "ray":
+        from .ray_backend import check_ray_address
+
+        check_ray_address()
 
 
 def _check_items(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -198,13 +221,16 @@ def run_job(
     overwrite: bool = False,
     check_result: ResultCheck | None = None,
     run: RunConfig | None = None,
+    announce_resume: bool = True,
 ) -> JobSummary:
     """Process ``items`` with ``worker_cls`` on ``backend``; resumable, retrying, one record per item.
 
     ``run`` (a :class:`~vidlab.distributed.RunConfig`, a job config's ``run:`` block) gives backend,
     workers, CPUs/GPUs per worker and retries at once, in place of the five keywords.
     See the module docstring for ``identity``/``overwrite`` (job identity and lock) and ``check_result``
-    (damaged records are redone)."""
+    (damaged records are redone). A job that resumes (the folder already holds records of it) says so in one log
+    line, ``resuming into OUT: N of M items done`` (``announce_resume=False``: silent, for caches that are
+    reused by design)."""
     from tqdm.auto import tqdm
 
     if run is not None:
@@ -222,6 +248,7 @@ def run_job(
             stacklevel=2,
         )
     items = _check_items(items)
+    check_run(backend)  # an unreachable cluster: one line, before the job folder or its lock exists
     out = Path(out_dir)
     t0 = time.perf_counter()
     with open_job(out, identity, overwrite=overwrite), RecordWriter(out) as writer:
@@ -240,6 +267,15 @@ def run_job(
 
         pending = [it for it in items if not finished(it)]
         skipped = len(items) - len(pending)
+        if previous and announce_resume:
+            retried = sum(1 for it in pending if previous.get(str(it["id"]), {}).get("status") == "error")
+            resume_log.warning(
+                "resuming into %s: %d of %d items done%s (--overwrite starts over)",
+                out,
+                skipped,
+                len(items),
+                f", {retried} that failed before are retried" if retried else "",
+            )
         with tqdm(total=len(pending), desc=desc, unit="item", disable=progress is False) as bar:
             rec = _Recorder(writer, bar)
             rec.t0 = t0

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import tempfile
 import threading
 import warnings
@@ -34,6 +35,8 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from vidlab.errors import UserError
 
 from .worker import WorkerInitError, checked_result
 
@@ -77,6 +80,68 @@ def _shutdown_on_signals(active: bool) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class RayAddressError(UserError, ConnectionError):
+    """``RAY_ADDRESS`` names a cluster that does not answer (nothing listens there, the host is unknown)."""
+
+
+PROBE_SECONDS = 5.0  # one TCP connect per address; a refused port answers at once, a dead host after this
+_REACHED: set[str] = set()  # addresses already found answering in this process
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port``, ``[v6]:port`` or ``ray://host:port`` address; None for the words Ray
+    resolves itself (``auto``, ``local``) and for anything without a port."""
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    if text.lower() in ("auto", "local", ""):
+        return None
+    parts = urlsplit(text if "://" in text else f"//{text}")
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.hostname is None or port is None:
+        return None
+    return parts.hostname, port
+
+
+def check_ray_address(address: str | None = None, timeout: float = PROBE_SECONDS) -> None:
+    """Refuse, in one line naming it, a Ray address (``address``, else ``$RAY_ADDRESS``) where nothing answers.
+
+    Without this, ``ray.init`` on such an address retries for minutes, printing only its own connection warnings.
+    One TCP connection to the address's host and port decides (a refused port fails at once, an unreachable host
+    after ``timeout`` seconds); an address found answering once is not probed again. No address, ``auto``,
+    ``local`` and an already initialised Ray are left to Ray. Nothing is written."""
+    import socket
+
+    address = os.environ.get("RAY_ADDRESS") if address is None else address
+    if not address or address in _REACHED:
+        return
+    target = _host_port(address)
+    if target is None:
+        return
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        return
+    host, port = target
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except socket.gaierror as e:
+        why = f"unknown host {host!r} ({e.strerror or e})"
+    except TimeoutError:
+        why = f"no answer from {host}:{port} within {timeout:g} s"
+    except OSError as e:
+        why = f"{e.strerror or e} at {host}:{port}"
+    else:
+        _REACHED.add(address)
+        return
+    raise RayAddressError(
+        f"RAY_ADDRESS={address!r}: no Ray cluster answers there ({why}); start its head (`ray start --head`), "
+        "fix the address, or unset RAY_ADDRESS to run on a Ray started on this machine"
+    )
+
+
 def ensure_ray(num_cpus: int | None = None) -> bool:
     """Initialise Ray if needed (see module docstring); True if this call started it."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -86,6 +151,7 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
         return False
     address = os.environ.get("RAY_ADDRESS")
     if address:
+        check_ray_address(address)
         ray.init(address=address)
         return True
     from ray._private import ray_constants
@@ -176,8 +242,6 @@ def _dispatch(
     start_attempts: int = START_ATTEMPTS,
 ) -> None:
     from ray.exceptions import RayTaskError
-
-    from vidlab.errors import UserError
 
     name = worker_cls.__name__
     actors: list[Any] = [None] * num_workers
