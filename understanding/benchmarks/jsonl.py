@@ -3,8 +3,9 @@
 Fields (aliases in brackets): ``id`` [question_id, uid], ``video`` [video_path, video_name], ``question``,
 ``options`` [candidates, choices] (list; absent for open-ended), ``answer`` (letter, index or option text),
 ``question_type`` ("mc" | "oe"; default: "mc" when options are given), ``category`` [task_type,
-question_category], ``duration`` (s), ``duration_group``. Relative video paths resolve against the file's
-folder (or ``video_dir``).
+question_category], ``duration`` (s), ``duration_group``. Video paths follow the one path rule
+(:mod:`vidlab.datafiles`): absolute and ``~`` paths as they are, a relative one under ``video_dir`` when given, else
+under the file's own folder (a name without extension may omit ``.mp4`` and the like).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vidlab.datafiles import base_folder
 from vidlab.understanding.benchmarks.items import (
     BenchmarkError,
     LoadResult,
@@ -50,7 +52,7 @@ def load(
     for f in files:
         rows, bad = read_jsonl(f, skip_bad_lines=skip_bad_lines)
         problems.extend(bad)
-        vdirs = [Path(video_dir)] if video_dir else [f.parent]
+        vdirs = [base_folder(f, video_dir)]
         for n, rec in enumerate(rows):
             qid = str(_first(rec, "id", "question_id", "uid") or f"{f.name}#{n + 1}")
             options = _first(rec, "options", "candidates", "choices")
@@ -70,7 +72,7 @@ def load(
             if not video:
                 problems.append(Problem(qid, "no video / video_path field", str(f)))
                 continue
-            vp = Path(str(video))
+            vp = Path(str(video)).expanduser()
             build(
                 items,
                 problems,

@@ -54,9 +54,21 @@ def _trl_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="hf-tiny:qwen2_5_vl | a checkpoint dir | a hub id (same as model=...)")
     p.add_argument("--data", help="jsonl:PATH | benchmark:NAME:PATH | PATH.jsonl (same as data=...)")
+    p.add_argument("--video-root", help=VIDEO_ROOT_HELP)
     p.add_argument("--out", help="output folder (same as out=...)")
     add_config_args(p)
     return p
+
+
+VIDEO_ROOT_HELP = "folder that relative video paths in --data are under (same as video_root=...; default: the data file's folder)"
+
+
+def _data_outcome(prog: str, total: int, bad: list[dict[str, str]], where: str | None) -> int:
+    """The data-reading summary every batch command ends with: each row left out (path, reason), exit 0/3/4."""
+    from vidlab.outcome import BatchOutcome, Failure, finish
+
+    fails = [Failure(b.get("id", ""), b.get("reason", ""), b.get("path", "")) for b in bad]
+    return finish(prog, BatchOutcome(total, fails, where), what="data row", retry=False)
 
 
 def _resolve_behaviour(spec: str | None) -> str | None:
@@ -75,14 +87,21 @@ def _trl(argv: list[str]) -> int:
     _check_rl_extra("trl", "datasets")
     from vidlab.understanding.rl.trl_adapter import TrlConfig, train
 
-    cfg = config_from_args(TrlConfig, args, {"model": args.model, "data": args.data, "out": args.out})
+    flags = {"model": args.model, "data": args.data, "out": args.out, "video_root": args.video_root}
+    cfg = config_from_args(TrlConfig, args, flags)
     cfg.behaviour = _resolve_behaviour(cfg.behaviour)
     cfg.validate()
     if cfg.behaviour:
         from vidlab.understanding.policies import load_policy
 
         load_policy(cfg.behaviour)  # a bad spec costs one line, before any model loads
-    summary = train(cfg)
+    from vidlab.understanding.rl.dataset import NoUsableRowsError
+
+    try:
+        summary = train(cfg)
+    except NoUsableRowsError as e:
+        print(f"{TRL_PROG}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return _data_outcome(TRL_PROG, len(e.bad), e.bad, e.problems_path)
     logs = [h for h in summary["log_history"] if "loss" in h]
     for h in logs:
         print(
@@ -92,7 +111,8 @@ def _trl(argv: list[str]) -> int:
         )
     print(f"trained {summary['global_step']} steps; model -> {summary.get('model_dir', '(not saved)')}")
     print(f"rollouts -> {summary['rollouts']}")
-    return 0
+    bad = summary.get("data_failures") or []
+    return _data_outcome(TRL_PROG, summary.get("data_rows", 0), bad, summary.get("data_failures_file"))
 
 
 def _verl_parser() -> argparse.ArgumentParser:
@@ -115,6 +135,7 @@ def _verl_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="hub id or checkpoint dir (same as model=...)")
     p.add_argument("--data", help="jsonl:PATH | benchmark:NAME:PATH | PATH.jsonl (same as data=...)")
     p.add_argument("--out", help="output folder (same as out=...)")
+    p.add_argument("--video-root", help=VIDEO_ROOT_HELP)
     p.add_argument("--limit", type=int, help="convert at most N rows (same as limit=N)")
     add_config_args(p)
     return p
@@ -126,14 +147,26 @@ def _verl(argv: list[str]) -> int:
     from vidlab.understanding.rl import dataset as D
     from vidlab.understanding.rl.verl_launch import VerlConfig, hold_out_validation, write_launch
 
-    flags: dict[str, Any] = {"model": args.model, "data": args.data, "out": args.out, "limit": args.limit}
+    flags: dict[str, Any] = {
+        "model": args.model,
+        "data": args.data,
+        "out": args.out,
+        "limit": args.limit,
+        "video_root": args.video_root,
+    }
     cfg = config_from_args(VerlConfig, args, flags)
     if not cfg.data:
         raise RLCommandError("no training data: pass --data jsonl:PATH (or benchmark:NAME:PATH)")
     out = Path(cfg.out)
-    train = D.convert(cfg.data, out / "train.parquet", tools=cfg.tools, limit=cfg.limit)
+    try:
+        train = D.convert(
+            cfg.data, out / "train.parquet", tools=cfg.tools, limit=cfg.limit, video_root=cfg.video_root
+        )
+    except D.NoUsableRowsError as e:
+        print(f"{VERL_PROG}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return _data_outcome(VERL_PROG, len(e.bad), e.bad, e.problems_path)
     if cfg.val_data:
-        val = D.convert(cfg.val_data, out / "val.parquet", tools=cfg.tools)
+        val = D.convert(cfg.val_data, out / "val.parquet", tools=cfg.tools, video_root=cfg.video_root)
         train_rows, val_rows, val_path, held = train.rows, val.rows, str(val.path), ""
     else:  # verl always builds a validation set: hold some training rows out (never validate on train)
         val_path = str(out / "val.parquet")
@@ -150,7 +183,7 @@ def _verl(argv: list[str]) -> int:
     print(f"launch (one node, {cfg.n_gpus_per_node} GPUs): bash {paths['launch']}")
     print(f"launch (Ray cluster): RAY_ADDRESS=http://HEAD:8265 bash {paths['ray_job']}")
     atomic_write_json(out / "train_report.json", {"train": train.to_dict(), "paths": paths})
-    return 0
+    return _data_outcome(VERL_PROG, train.rows + len(train.bad), train.bad, train.problems_path)
 
 
 def trl_main(argv: list[str] | None = None) -> int:

@@ -39,6 +39,15 @@ class DatasetSourceError(UserError, ValueError):
     """A dataset source that cannot be read (unknown spec, missing file)."""
 
 
+class NoUsableRowsError(DatasetSourceError):
+    """Every row of a source was unusable: ``bad`` lists each (id, reason), ``problems_path`` the file holding them.
+    A command names them and exits "nothing succeeded" (:mod:`vidlab.outcome`)."""
+
+    def __init__(self, message: str, bad: list[dict[str, str]], problems_path: str | None = None):
+        super().__init__(message)
+        self.bad, self.problems_path = bad, problems_path
+
+
 @dataclass
 class ConvertReport:
     """What a conversion wrote and what it refused (each bad row with its id and the reason)."""
@@ -57,8 +66,12 @@ class ConvertReport:
         }
 
 
-def iter_source(source: Any) -> Iterator[Any]:
-    """Rows from a source spec (``jsonl:PATH``, ``benchmark:NAME:PATH``, a ``.jsonl`` path) or an iterable."""
+def iter_source(source: Any, video_root: str | os.PathLike | None = None) -> Iterator[Any]:
+    """Rows from a source spec (``jsonl:PATH``, ``benchmark:NAME:PATH``, a ``.jsonl`` path) or an iterable.
+
+    A JSONL row's video follows the one path rule (:mod:`vidlab.datafiles`): a relative path resolves under
+    ``video_root`` when given, else under the file's folder (``vidlab classify``'s labelled file reads as it was
+    written, from any working directory); a benchmark's videos are looked for under ``video_root`` when given."""
     if not isinstance(source, (str, os.PathLike)):
         yield from source
         return
@@ -69,7 +82,7 @@ def iter_source(source: Any) -> Iterator[Any]:
             raise DatasetSourceError(f"dataset source {spec!r}: expected benchmark:NAME:PATH")
         from vidlab.understanding.benchmarks import load_benchmark
 
-        result = load_benchmark(parts[1], parts[2])
+        result = load_benchmark(parts[1], parts[2], video_dir=video_root)
         for prob in result.problems:
             yield {"__problem__": f"{prob.record}: {prob.reason}"}
         yield from result.items
@@ -82,7 +95,8 @@ def iter_source(source: Any) -> Iterator[Any]:
         )
     if not path.is_file():
         raise DatasetSourceError(f"dataset source {spec!r}: no such file {str(path)!r}")
-    base = path.parent
+    from vidlab.datafiles import resolve_path
+
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -93,8 +107,8 @@ def iter_source(source: Any) -> Iterator[Any]:
             continue
         if isinstance(row, dict):
             video = row.get("video") or row.get("video_path")
-            if isinstance(video, str) and video and not os.path.isabs(video):
-                row = {**row, "video": str(base / video)}
+            if isinstance(video, str) and video:
+                row = {**row, "video": str(resolve_path(video, path, video_root))}
         yield row
 
 
@@ -190,8 +204,10 @@ def convert(
     num_initial: int = NUM_INITIAL,
     limit: int | None = None,
     progress: bool | None = None,
+    video_root: str | os.PathLike | None = None,
 ) -> ConvertReport:
-    """Convert ``source`` to a verl parquet at ``out_path``; bad rows go to ``<out>.problems.jsonl``."""
+    """Convert ``source`` to a verl parquet at ``out_path``; bad rows go to ``<out>.problems.jsonl``
+    (``video_root``: see :func:`iter_source`). No usable row at all is a :class:`NoUsableRowsError`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm import tqdm
@@ -200,7 +216,7 @@ def convert(
 
     good: list[dict] = []
     bad: list[dict[str, str]] = []
-    rows: Iterable[Any] = iter_source(source)
+    rows: Iterable[Any] = iter_source(source, video_root)
     for i, row in enumerate(tqdm(rows, desc="verl rows", disable=progress is False, leave=False)):
         if limit is not None and len(good) >= limit:
             break
@@ -223,9 +239,11 @@ def convert(
     elif problems.exists():
         problems.unlink()
     if not good:
-        raise DatasetSourceError(
+        raise NoUsableRowsError(
             f"no usable rows in {source!r}"
-            + (f"; first problem: {bad[0]['id']}: {bad[0]['reason']} (all in {problems})" if bad else "")
+            + (f"; first problem: {bad[0]['id']}: {bad[0]['reason']} (all in {problems})" if bad else ""),
+            bad,
+            str(problems) if bad else None,
         )
     with atomic_path(out) as tmp:
         pq.write_table(pa.Table.from_pylist(good), tmp)

@@ -57,6 +57,9 @@ class TrlConfig:
 
     model: str = "hf-tiny:qwen2_5_vl"  # hf-tiny:KIND (random, offline) | a local dir | a hub id
     data: str = ""  # jsonl:PATH | benchmark:NAME:PATH | a .jsonl path; empty = synthetic needle questions
+    video_root: str | None = (
+        None  # relative video paths in data resolve here (default: the data file's folder)
+    )
     synthetic_questions: int = 4
     synthetic_frames: int = 120
     out: str = "runs/trl-videobrain"
@@ -452,9 +455,12 @@ def freeze_vision_tower(model: Any) -> int:
     return n
 
 
-def load_rows(cfg: TrlConfig) -> list[dict[str, Any]]:
-    """Training rows (id, video, question, options, answer, classification, question_type)."""
-    from vidlab.understanding.rl.dataset import iter_source
+def load_rows(cfg: TrlConfig, failures: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Training rows (id, video, question, options, answer, classification, question_type).
+
+    A row that cannot be used (no question or answer, a video that is not there) is left out and appended to
+    ``failures`` as ``{"id", "path", "reason"}``; no usable row at all is a ``NoUsableRowsError`` listing them."""
+    from vidlab.understanding.rl.dataset import NoUsableRowsError, iter_source
 
     if cfg.data:
         source: Any = cfg.data
@@ -462,21 +468,28 @@ def load_rows(cfg: TrlConfig) -> list[dict[str, Any]]:
         from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
 
         source = f"jsonl:{write_needle_benchmark(Path(cfg.out) / 'data', n=cfg.synthetic_questions, num_frames=cfg.synthetic_frames)}"
-    rows, bad = [], []
-    for r in iter_source(source):
+    rows: list[dict[str, Any]] = []
+    bad: list[dict[str, str]] = []
+    for n, r in enumerate(iter_source(source, cfg.video_root), 1):
         d = dataclasses.asdict(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else dict(r)
         if "__problem__" in d:
-            bad.append(d["__problem__"])
+            bad.append({"id": f"row {n}", "path": "", "reason": str(d["__problem__"])})
             continue
         video = d.get("video") or d.get("video_path")
         options = d.get("options")
-        if (
-            not video
-            or not Path(str(video)).is_file()
-            or not d.get("question")
-            or d.get("answer") in (None, "")
-        ):
-            bad.append(f"{d.get('id')}: missing video, question or answer")
+        why = (
+            "no video field"
+            if not video
+            else "no question"
+            if not d.get("question")
+            else "no answer"
+            if d.get("answer") in (None, "")
+            else "video not found"
+            if not Path(str(video)).is_file()
+            else None
+        )
+        if why is not None:
+            bad.append({"id": str(d.get("id") or f"row {n}"), "path": str(video or ""), "reason": why})
             continue
         rows.append(
             {
@@ -490,10 +503,11 @@ def load_rows(cfg: TrlConfig) -> list[dict[str, Any]]:
                 "prompt": [{"role": "user", "content": str(d["question"])}],
             }
         )
+    if failures is not None:
+        failures.extend(bad)
     if not rows:
-        raise TrainConfigError(
-            f"no usable training rows in {source!r}" + (f"; first problem: {bad[0]}" if bad else "")
-        )
+        first = f"; first problem: {bad[0]['id']}: {bad[0]['path']}: {bad[0]['reason']}" if bad else ""
+        raise NoUsableRowsError(f"no usable training rows in {source!r}{first}", bad)
     return rows
 
 
@@ -582,7 +596,9 @@ def train(cfg: TrlConfig) -> dict[str, Any]:
     from vidlab.config import save_resolved
     from vidlab.io import atomic_write_json, atomic_write_text
 
-    trainer = build_trainer(cfg)
+    failures: list[dict[str, str]] = []
+    rows = load_rows(cfg, failures)
+    trainer = build_trainer(cfg, rows=rows)
     save_resolved(cfg, cfg.out)
     result = trainer.train()
     summary: dict[str, Any] = {
@@ -600,8 +616,20 @@ def train(cfg: TrlConfig) -> dict[str, Any]:
         "".join(json.dumps(r, default=str) + "\n" for r in trainer.rollout_log),
     )
     summary["rollouts"] = str(Path(cfg.out) / "rollouts.jsonl")
+    # the data rows left out, each with its path and reason (the command names them and exits 3)
+    from vidlab.outcome import Failure, write_failures
+
+    summary["data_rows"] = len(rows) + len(failures)
+    summary["data_failures"] = failures
+    path = write_failures(
+        Path(cfg.out) / DATA_FAILURES, [Failure(f["id"], f["reason"], f["path"]) for f in failures]
+    )
+    summary["data_failures_file"] = str(path) if path else None
     atomic_write_json(Path(cfg.out) / "summary.json", summary)
     return summary
+
+
+DATA_FAILURES = "data_failures.jsonl"  # OUT/: the training rows that could not be used
 
 
 __all__ = [

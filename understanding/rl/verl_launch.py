@@ -60,6 +60,9 @@ class VerlConfig:
     data: str = (
         ""  # a source for vidlab.understanding.rl.dataset (jsonl:PATH, benchmark:NAME:PATH, a .jsonl path)
     )
+    video_root: str | None = (
+        None  # relative video paths in data resolve here (default: the data file's folder)
+    )
     val_data: str = ""  # validation source; "" = hold out val_fraction of the training rows
     val_fraction: float = (
         0.05  # share of training rows held out as val.parquet when val_data is "" (at least 1)
