@@ -50,6 +50,10 @@ class DemoQAConfig:
         "fit"  # fit (vidlab's aspect-keeping fit) | reference (the authors' exact 640x360)
     )
     clip_sampling: str = "fps=1"
+    # how the page's frames are chosen when it opens: agent (the policy's episode) or a one-shot baseline over the
+    # same frame index, answered by the same policy: uniform:K, clip:K, or a selector topk:K, aks:K, bolt:K;
+    # the page offers these at 16 frames beside this one
+    strategy: str = "agent"
     max_calls: int = field(default=5, metadata={"range": (0, 50)})
     synthetic_videos: int = field(default=4, metadata={"range": (0, 64)})  # needle examples made at start
     max_upload_mb: float = field(default=200.0, metadata={"range": (0.001, 100_000.0)})

@@ -42,6 +42,7 @@ class QAService:
             cache_dir=str(work.root / "frame_index"),
         )
         self.worker = QAWorker(settings)
+        self.strategies = self.strategy_choices()  # a bad qa.strategy fails here, before the page is built
         self._lock = threading.Lock()
         self._examples: dict[str, dict[str, Any]] | None = None
 
@@ -79,6 +80,19 @@ class QAService:
                 "\n\n**Random weights** in the CLIP model (`vidlab-tiny`): clip_sample retrieves at random."
             )
         return text
+
+    def strategy_choices(self) -> list[str]:
+        """What the page offers: the configured strategy first, then the agent and the baselines at 16 frames
+        (the CLIP ones only with a CLIP model)."""
+        from vidlab.understanding.config import check_strategy
+
+        clip = self.worker.clip_spec
+        offered = [self.config.strategy, "agent", "uniform:16"]
+        if clip:
+            offered += ["clip:16", "topk:16", "aks:16", "bolt:16"]
+        for s in offered:
+            check_strategy(s, clip)  # StrategyError (a UserError): one line naming the spec
+        return list(dict.fromkeys(offered))
 
     # ---- synthetic examples --------------------------------------------------------------------------
     def examples(self) -> dict[str, dict[str, Any]]:
@@ -156,21 +170,47 @@ class QAService:
 
     # ---- the episode, streamed -----------------------------------------------------------------------
     def run(
-        self, video: str, question: str, options_text: str, truth: str | None = None
+        self,
+        video: str,
+        question: str,
+        options_text: str,
+        truth: str | None = None,
+        strategy: str | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Yield the trajectory's state after the opening view and after every assistant turn; with a known
-        ``truth`` (the example's answer letter) the final answer carries a check or a cross and the right option."""
+        ``truth`` (the example's answer letter) the final answer carries a check or a cross and the right option.
+        ``strategy`` (default: the configured one) is ``agent`` or a baseline such as ``aks:16`` (one turn)."""
         from vidlab.understanding.env import Episode, iter_episode
 
+        strategy = strategy or self.config.strategy
+        if strategy not in self.strategies:
+            raise QAInputError(f"strategy must be one of {', '.join(self.strategies)}, got {strategy!r}")
         reader, question, options = self.check(video, question, options_text)
-        episode = Episode(reader, question, options, self.worker.episode, self.worker.agents(reader, video))
         frames_dir = self.work.new_dir(
             "qa"
         )  # this request's frame files, each written once (see render_state)
-        for _ in iter_episode(self.worker.policy, episode):
-            yield render_state(episode, frames_dir)
-        traj = episode.trajectory()
-        state = render_state(episode, frames_dir)
+        if strategy == "agent":
+            episode = Episode(
+                reader, question, options, self.worker.episode, self.worker.agents(reader, video)
+            )
+            for _ in iter_episode(self.worker.policy, episode):
+                yield render_state(episode, frames_dir)
+            traj = episode.trajectory()
+            state = render_state(episode, frames_dir)
+        else:
+            from vidlab.understanding.policies.baselines import run_baseline
+
+            agents = self.worker.agents(reader, video)
+            traj = run_baseline(
+                strategy,
+                self.worker.policy,
+                reader,
+                question,
+                options,
+                clip_agent=agents.get("clip_sample"),
+                config=self.worker.episode,
+            )
+            state = render_state(_Shown(traj), frames_dir)
         state["answer"] = judged_answer(traj.predicted, traj.answer, options, truth)
         state["final"] = {
             "reply": traj.answer,
@@ -194,6 +234,19 @@ class QAService:
             "calls": traj.tool_calls,
         }
         yield state
+
+
+class _Shown:
+    """A one-turn baseline's trajectory seen as the finished episode :func:`render_state` draws."""
+
+    def __init__(self, traj: Any):
+        self.messages = traj.messages
+        self.call_records: list[Any] = []
+        self.shown = traj.frames_used
+        self.total_frames = traj.total_frames
+        self.done = True
+        self.end_reason = traj.end_reason
+        self.answer = traj.answer
 
 
 def option_of(letter: str | None, options: list[str] | None) -> str | None:
@@ -309,6 +362,12 @@ def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
             options = gr.Textbox(
                 label="Options, one per line (leave empty for open-ended)", lines=4, elem_id="qa-options"
             )
+            strategy = gr.Dropdown(
+                choices=service.strategies,
+                value=service.strategies[0],
+                label="How frames are chosen (agent: the policy calls tools; the others pick frames once)",
+                elem_id="qa-strategy",
+            )
             gr.Markdown(service.model_note(), elem_id="qa-model")
             run_btn = gr.Button("Ask", variant="primary", elem_id="qa-run")
         with gr.Column(scale=3):
@@ -327,11 +386,11 @@ def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
             return None, gr.update(), gr.update()
         return name, row["question"], "\n".join(row.get("options") or [])
 
-    def on_run(video, picked, q, opts):
+    def on_run(video, picked, q, opts, how=None):
         path = video if video else (examples[picked]["video"] if picked in examples else None)
         truth = example_truth(examples.get(picked or ""), video, q, opts)
         try:
-            for state in service.run(path, q, opts, truth):
+            for state in service.run(path, q, opts, truth, how):
                 yield (
                     state["tallies"],
                     state["answer"],
@@ -345,7 +404,7 @@ def build_qa_tab(service: QAService, max_upload_mb: float) -> None:
     example.change(on_example, [example], [chosen, question, options], api_name=False)
     run_btn.click(
         on_run,
-        [upload, chosen, question, options],
+        [upload, chosen, question, options, strategy],
         [tallies, answer, turns, gallery, final],
         api_name="qa",
         concurrency_limit=1,

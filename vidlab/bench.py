@@ -36,6 +36,9 @@ SMOKE: dict[str, list[str]] = {
     "decode": ["--smoke"],
     "demo_latency": ["--smoke"],
     "failure_paths": ["--smoke"],
+    # one video per world (default, where, the long corpus through eval-qa), every selector at 8 frames and at
+    # the agent's own mean
+    "frame_selectors": ["--smoke", "--out", TMP],
     # every stage (gates, the three calibration sweeps, every test method, single-subject and 2-D items) on one
     # or two items each, one seed, two denoising steps
     "gen_toyworld": (
@@ -57,6 +60,7 @@ SMOKE: dict[str, list[str]] = {
 # What `--quick` adds for a benchmark that would otherwise reuse an earlier run's results or builds
 QUICK_EXTRA: dict[str, list[str]] = {
     "ann": ["--work", TMP],  # built indexes and ground truth are cached in the work folder
+    "frame_selectors": ["--out", TMP],  # worlds, indexes and per-seed results are resumed from the run folder
     "qa_corpus": ["--workdir", TMP],  # the rendered corpus and the runs live in the work folder
     "toyworld_rl": ["--out", TMP],  # trained policies and result.json are resumed from the run folder
 }

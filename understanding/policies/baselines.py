@@ -113,6 +113,20 @@ def selector_indices(agent: ClipAgent, question: str, spec: BaselineSpec) -> lis
     return select(spec.method, frames, sims, spec.k, dict(spec.params))
 
 
+def baseline_indices(
+    spec: str | BaselineSpec, reader: Any, question: str, clip_agent: ClipAgent | None = None
+) -> list[int]:
+    """The frames a baseline shows for ``question`` (nothing decoded); all but ``uniform`` need ``clip_agent``."""
+    bs = spec if isinstance(spec, BaselineSpec) else BaselineSpec.parse(spec)
+    if not bs.needs_clip:
+        return uniform_indices(int(reader.num_frames), bs.k)
+    if clip_agent is None:
+        raise ValueError(f"the {bs.method}:K baseline needs a ClipAgent (a CLIP model over this video)")
+    if bs.method == "clip":
+        return clip_indices(clip_agent, question, bs.k)
+    return selector_indices(clip_agent, question, bs)
+
+
 def answer_once(
     policy: Policy,
     reader: Any,
@@ -176,16 +190,7 @@ def run_baseline(
     ``uniform`` need a ``ClipAgent`` over the same video."""
     bs = spec if isinstance(spec, BaselineSpec) else BaselineSpec.parse(spec)
     cfg = config or EpisodeConfig()
-    if bs.needs_clip:
-        if clip_agent is None:
-            raise ValueError(f"the {bs.method}:K baseline needs a ClipAgent (a CLIP model over this video)")
-        reader = clip_agent.reader
-        if bs.method == "clip":
-            indices = clip_indices(clip_agent, question, bs.k)
-        else:
-            indices = selector_indices(clip_agent, question, bs)
-    else:
-        reader = _open(video)
-        indices = uniform_indices(int(reader.num_frames), bs.k)
+    reader = clip_agent.reader if bs.needs_clip and clip_agent is not None else _open(video)
+    indices = baseline_indices(bs, reader, question, clip_agent)
     frames = decode_frames(reader, indices, cfg.max_size, cfg.frame_resize)
     return answer_once(policy, reader, frames, question, options, cfg, end_reason=f"answered ({bs.label})")
