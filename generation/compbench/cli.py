@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 EPILOG = """subcommands share one config (CompbenchConfig): --preset NAME|PATH (configs/compbench/*.yaml; default
@@ -23,6 +24,8 @@ compbench/tiny) and trailing key=value overrides, e.g.
 generate plans every layout first (layouts/, LLM planner cache reused), then generates prompt x seed x method
 items (baseline, sci, lam, both share layout and seed), resumably: rerun the same command to finish or retry.
 A rerun with different generation settings is refused (pass another out=DIR, or --overwrite).
+generate and score end by naming each item that failed (<out>/failures.jsonl, <out>/score_failures.jsonl) and
+exit 0 (all made), 3 (some failed) or 4 (none made); 2 is a usage error (docs/reference/cli.md).
 """
 
 
@@ -106,6 +109,15 @@ def check_devices(cfg: Any) -> None:
         require_local_gpus(gpus, "run.gpus_per_worker", hint=" generate.device=cpu")
 
 
+def _finish(cfg: Any, command: str, total: int, listed: str | None, what: str = "item", retry: bool = True) -> int:
+    """The batch ending (:mod:`vidlab.outcome`): each failure named on stderr from ``listed``; exit 0, 3 or 4."""
+    from vidlab.outcome import BatchOutcome, failure_from, finish
+
+    rows = [json.loads(x) for x in Path(listed).read_text().splitlines() if x.strip()] if listed else []
+    outcome = BatchOutcome(max(total, len(rows)), [failure_from(r) for r in rows], listed)
+    return finish(f"vidlab compbench {command}", outcome, what=what, retry=retry)
+
+
 def compbench_main(argv: list[str] | None = None) -> int:
     """Entry point of ``vidlab compbench``; returns the exit status."""
     from vidlab.distributed import JobIdentityError
@@ -147,22 +159,22 @@ def _main(args: argparse.Namespace) -> int:
             f"{res['items']} items: {res['status']}; layouts planned {res['planned']}, reused {res['plans_reused']}, "
             f"failed {len(fails)}; manifest {res['manifest']}"
         )
-        for err in res["job"]["errors"][:5]:
-            print(f"  failed {err['id']}: {err['type']}: {err['message'][:160]}")
-        return 0 if res["status"].get("ok", 0) == res["items"] else 1
+        return _finish(cfg, "generate", res["items"] + len(fails), res.get("failures_file"), retry=True)
     if args.command == "score":
         from vidlab.generation.compbench.scoring import failed_items, score_run
 
         summaries = score_run(cfg, overwrite=args.overwrite)
         print(json.dumps(summaries, indent=1))
-        failed = failed_items(summaries)
-        for metric, n in failed.items():  # a silent partial score would skew the report: say it, exit 1
-            first = (summaries[metric]["errors"] or [{}])[0]
-            why = (
-                f" (first: {first.get('id')}: {first.get('type', 'Error')}: {first.get('message', '')[:160]})"
-            )
-            print(f"score: {metric} failed on {n} video(s){why}; rerun the same command to retry them")
-        return 1 if failed else 0
+        failed_items(summaries)  # a silent partial score would skew the report: each failure is named below
+        from vidlab.generation.compbench.scoring import SCORE_FAILURES
+
+        total = sum(
+            int(s["scored"]) + int(s["not_applicable"]) + int(s["failed"])
+            for m, s in summaries.items()
+            if m != "official"
+        )
+        listed = Path(cfg.out) / SCORE_FAILURES
+        return _finish(cfg, "score", total, str(listed) if listed.is_file() else None, what="score")
     if args.command == "report":
         from vidlab.generation.compbench.report import build_report
 

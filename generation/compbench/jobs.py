@@ -185,15 +185,48 @@ def generate_run(
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
+    listed = write_failures(cfg, rows, plan.failed)
     return {
         "items": len(items),
         "status": counts,
+        "failures_file": str(listed) if listed else None,
         "planned": plan.planned,
         "plans_reused": plan.reused,
         "plan_failed": plan.failed,
         "job": summary.to_dict(),
         "manifest": str(out / MANIFEST),
     }
+
+
+FAILURES = (
+    "failures.jsonl"  # <out>/: every item (and layout) generate could not make, with its path and reason
+)
+
+
+def generation_failures(
+    cfg: CompbenchConfig, rows: list[dict[str, Any]], plan_failed: dict[str, str]
+) -> list[Any]:
+    """Each layout the planner could not make, then each manifest row that is not ``ok`` (its video path by the
+    one path rule: relative to the manifest's folder, ``out``)."""
+    from vidlab.datafiles import resolve_path
+    from vidlab.outcome import Failure
+
+    manifest = Path(cfg.out) / MANIFEST
+    found = [Failure(f"layout {pid}", " ".join(str(err).split())) for pid, err in plan_failed.items()]
+    for r in rows:
+        if r["status"] != "ok":
+            why = r.get("error") or "not generated (the run stopped before it)"
+            found.append(Failure(r["id"], why, str(resolve_path(r["video"], manifest))))
+    return found
+
+
+def write_failures(
+    cfg: CompbenchConfig, rows: list[dict[str, Any]], plan_failed: dict[str, str]
+) -> Path | None:
+    """``<out>/failures.jsonl`` (:func:`generation_failures`), or no such file when everything was made."""
+    from vidlab.outcome import write_failures as write
+
+    return write(Path(cfg.out) / FAILURES, generation_failures(cfg, rows, plan_failed))
 
 
 def plan_run(cfg: CompbenchConfig) -> Any:

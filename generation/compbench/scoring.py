@@ -18,6 +18,9 @@ from vidlab.generation.compbench.config import CompbenchConfig, ScoreConfig
 from vidlab.generation.compbench.metrics import MetricError, VideoContext, get_metric
 
 SCORES = "scores"
+SCORE_FAILURES = (
+    "score_failures.jsonl"  # <out>/: every (metric, video) that could not be scored, path and reason
+)
 
 
 class ScoreWorker:
@@ -33,11 +36,15 @@ class ScoreWorker:
         self.metric = get_metric(metric)(self.cfg, self.suite)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        from vidlab.datafiles import resolve_path
+        from vidlab.generation.compbench.jobs import MANIFEST
+
+        manifest = self.out / MANIFEST  # the manifest's paths resolve against its folder (the one path rule)
         ctx = VideoContext(
             row=item,
             prompt=self.suite.get(item["prompt_id"]),
-            video=self.out / item["video"],
-            layout_file=self.out / item["layout"] if item.get("layout") else None,
+            video=resolve_path(item["video"], manifest),
+            layout_file=resolve_path(item["layout"], manifest) if item.get("layout") else None,
             num_frames=self.cfg.num_frames,
         )
         return self.metric.score(ctx)
@@ -45,14 +52,15 @@ class ScoreWorker:
 
 def score_items(cfg: CompbenchConfig) -> list[dict[str, Any]]:
     """The finished videos, from a manifest rebuilt from the job records (a killed run left an old one)."""
-    from vidlab.generation.compbench.jobs import write_manifest
+    from vidlab.datafiles import resolve_path
+    from vidlab.generation.compbench.jobs import MANIFEST, write_manifest
 
-    out = Path(cfg.out)
+    manifest = Path(cfg.out) / MANIFEST
     items = []
     for r in write_manifest(cfg):
         if r["status"] != "ok" or r["method"] not in cfg.methods:
             continue
-        st = (out / r["video"]).stat()
+        st = resolve_path(r["video"], manifest).stat()
         keep = (
             "id",
             "prompt_id",
@@ -70,9 +78,12 @@ def score_items(cfg: CompbenchConfig) -> list[dict[str, Any]]:
 
 def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
     """Run every metric of ``cfg.score.metrics`` (see module docstring); returns per-metric summaries."""
+    from vidlab.datafiles import resolve_path
     from vidlab.distributed import make_identity, read_job, run_job
+    from vidlab.generation.compbench.jobs import MANIFEST
     from vidlab.generation.compbench.suite import load_suite
     from vidlab.io import atomic_write_json, atomic_write_text
+    from vidlab.outcome import Failure, write_failures
 
     for name in cfg.score.metrics:
         check = getattr(get_metric(name), "check", None)  # unknown names fail here, before any model loads
@@ -86,6 +97,7 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
         )
     out = Path(cfg.out)
     summaries: dict[str, Any] = {}
+    everything: list[Any] = []  # every (metric, video) that failed: <out>/score_failures.jsonl
     score_dict = dataclasses.asdict(cfg.score)
     for name in cfg.score.metrics:
         job = out / SCORES / name
@@ -118,12 +130,21 @@ def score_run(cfg: CompbenchConfig, overwrite: bool = False) -> dict[str, Any]:
             it["id"] for it in items if it["id"] not in recs.ok
         )  # this run's and earlier runs' failures
         errors = [{"id": k, **_error_of(recs.failed.get(k))} for k in failed[:3]]
+        videos = {it["id"]: it["video"] for it in items}
+        for k in failed:
+            e = _error_of(recs.failed.get(k))
+            why = f"{e['type']}: {e['message']}" if "type" in e else e["message"]
+            everything.append(Failure(f"{name} {k}", why, str(resolve_path(videos[k], out / MANIFEST))))
         summaries[name] = {
             "scored": sum(1 for r in ok.values() if r.get("score") is not None),
             "not_applicable": sum(1 for r in ok.values() if r.get("score") is None),
             "failed": len(failed),
             "errors": errors or summary.errors[:3],
         }
+    listed = write_failures(out / SCORE_FAILURES, everything)
+    for s in summaries.values():
+        if s["failed"]:
+            s["failures_file"] = str(listed)
     if cfg.score.ingest:
         from vidlab.generation.compbench.official.csv_ingest import ingest_dir
 

@@ -68,11 +68,14 @@ def test_tiny_end_to_end(tmp_path, compbench_suite, capsys):
     assert len(rows) == 8
     bad = rows["spatial_relationship-0001|s0|lam"]
     assert bad["status"] == "error" and "injected failure" in bad["error"]
+    listed = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
+    assert [f["id"] for f in listed] == [bad["id"]] and Path(listed[0]["path"]) == out / bad["video"]
     failed = [bad["id"]]
     fix.touch()
 
     n_before = len(_records(out))
     assert cli("generate") == 0
+    assert not (out / "failures.jsonl").exists()  # all made: no stale list of failures
     recs = _records(out)
     assert len(recs) == n_before + len(failed)  # only the failed items ran again
     rows = read_manifest(out)

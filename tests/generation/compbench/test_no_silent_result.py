@@ -221,10 +221,12 @@ def test_score_exits_nonzero_on_failed_items_and_uses_the_layout_without_metadat
         assert cli("generate", "generate.steps=3") == 2
         err = capsys.readouterr().err
         assert "pass another out=DIR" in err and "--out" not in err and "generate.steps" in err
-        assert cli("score") == 1
-        text = capsys.readouterr().out
-        assert "score: fails_on_numeracy failed on 2 video(s)" in text and "detector crashed" in text
-        assert "clip_presence failed" not in text
+        assert cli("score") == 3  # finished with some failures (vidlab.outcome)
+        err = capsys.readouterr().err
+        assert "vidlab compbench score: 2 of 12 score(s) failed:" in err and "detector crashed" in err
+        assert err.count("  fails_on_numeracy ") == 2 and "clip_presence " not in err
+        listed = [json.loads(x) for x in (out / "score_failures.jsonl").read_text().splitlines()]
+        assert len(listed) == 2 and all(Path(f["path"]).is_file() for f in listed)
         pres = [json.loads(x) for x in (out / "scores" / "clip_presence.jsonl").read_text().splitlines()]
         assert len(pres) == 4 and {p["phrases_from"] for p in pres} == {"layout"}
         assert all(isinstance(p["score"], float) for p in pres)
