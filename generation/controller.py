@@ -83,6 +83,9 @@ class Controller:
         self.capture_now = False
         self.embeds: torch.Tensor | None = None  # SCI-updated cond embeddings for this forward, or None
         self.record: ForwardRecord | None = None
+        # the processors this controller drives (each registers itself): their ``pending`` records of a compiled
+        # forward are moved into the forward's record outside the graph (``_drain``)
+        self.processors: list[Any] = []
 
     # ---- call lifecycle -------------------------------------------------------------------------
     def begin(self, call: CallState) -> None:
@@ -93,6 +96,7 @@ class Controller:
 
     def end(self) -> CallState | None:
         """Finish the call and return its state (logs, maps); processors go back to pass-through."""
+        self._drain()
         call, self.call = self.call, None
         self._idle()
         if call is not None:
@@ -122,6 +126,7 @@ class Controller:
         if tag == "transformer_2" and self.expert2_start is None:
             self.expert2_start = self.step  # Wan2.2 switches experts once, at the boundary timestep
         self.is_cond = cond
+        self._drain()
         call.finish()  # the previous forward's records, now that it has run
         call.forwards.append((tag, self.step, cond))
         self.record = ForwardRecord(tag, self.step, cond)
@@ -137,6 +142,20 @@ class Controller:
         call.sci_weights[self.step] = w
         if w != 0.0:
             self.embeds = call.sci.apply(call.cond_ref, w)
+
+    def _drain(self) -> None:
+        """Move what the processors recorded inside a compiled forward (``pending``) into that forward's record.
+
+        Each processor appends to its own list, empty when its block runs, so a block compiled on its own
+        (``transformer.compile_repeated_blocks()``) sees the same guards in every block: one graph for all of them."""
+        rec = self.record
+        for proc in self.processors:
+            if not proc.pending:
+                continue
+            if rec is not None:
+                for kind, first, second in proc.pending:
+                    (rec.lam if kind == "lam" else rec.maps).append((proc.block, first, second))
+            proc.pending.clear()
 
     def _step_index(self, t_val: float | None) -> tuple[int, int]:
         """Step index of timestep ``t_val`` in the scheduler's current timesteps, and the step count."""
@@ -202,28 +221,37 @@ class Controller:
         t = call.targets
         return t if t.cols.device == device else t.to(device)
 
-    def record_lam(self, block: int, iou: torch.Tensor, alpha: torch.Tensor) -> None:
+    def record_lam(
+        self, block: int, iou: torch.Tensor, alpha: torch.Tensor, pending: list | None = None
+    ) -> None:
         """Log one modulated call: IoU and alpha per subject group (batch-averaged).
 
-        Eager: logged at once. Under ``torch.compile`` the tensors are kept on the forward's record and made
-        into numbers outside the graph (before the next forward / when the call ends): no graph break."""
+        Eager: logged at once. Under ``torch.compile`` the tensors are kept (on the calling processor's
+        ``pending`` list, else on the forward's record) and made into numbers outside the graph (before the next
+        forward / when the call ends): no graph break."""
         call = self.call
         if call is None:
             return
         if torch.compiler.is_compiling():
-            if self.record is not None:
+            if pending is not None:
+                pending.append(("lam", iou.detach(), alpha.detach()))
+            elif self.record is not None:
                 self.record.lam.append((block, iou.detach(), alpha.detach()))
             return
         call.lam_log.append(_lam_entry(self.transformer, self.step, block, iou, alpha))
 
-    def record_map(self, block: int, maps: torch.Tensor, biased: bool = False) -> None:
+    def record_map(
+        self, block: int, maps: torch.Tensor, biased: bool = False, pending: list | None = None
+    ) -> None:
         """Hand one block's subject maps (B, G, S) to the call's map store, saying whether LAM biased them
-        (under ``torch.compile``: kept on the forward's record and stored outside the graph)."""
+        (under ``torch.compile``: kept as ``record_lam`` keeps its tensors and stored outside the graph)."""
         call = self.call
         if call is None or call.maps is None:
             return
         if torch.compiler.is_compiling():
-            if self.record is not None:
+            if pending is not None:
+                pending.append(("map", biased, maps.detach()))
+            elif self.record is not None:
                 self.record.maps.append((block, biased, maps.detach()))
             return
         call.maps.add(self.step, maps, block=block, biased=biased, transformer=self.transformer)

@@ -84,6 +84,8 @@ class CompAttnProcessor:
         self.original = original
         self.controller = controller
         self.block = block
+        self.pending: list = []  # what a compiled forward recorded here, drained by the controller outside it
+        controller.processors.append(self)
 
     # diffusers sets these on every processor (set_attention_backend, context parallel); keep both in step.
     @property
@@ -150,7 +152,7 @@ class CompAttnProcessor:
         if capture:
             assert probs is not None
             maps = L.group_attention(L.biased_probs(probs, bias_cols), targets.groups)
-            ctl.record_map(self.block, maps, biased=bias_cols is not None)
+            ctl.record_map(self.block, maps, biased=bias_cols is not None, pending=self.pending)
         return out
 
     def _probe(
@@ -207,7 +209,7 @@ class CompAttnProcessor:
         own = torch.stack([alpha[..., g].mean((1, 3)) for g in targets.groups], 1)  # (B, G, S)
         reg = regions.to(own.dtype)
         alpha_log = ((own * reg).sum((0, 2)) / reg.sum((0, 2)).clamp_min(1.0)).expand(own.shape[0], -1)
-        self.controller.record_lam(self.block, L.iou(regions, targets.masks), alpha_log)
+        self.controller.record_lam(self.block, L.iou(regions, targets.masks), alpha_log, self.pending)
         return out, bias, probs
 
     def _modulated(
@@ -237,7 +239,7 @@ class CompAttnProcessor:
         out = self._biased_attention(
             attn, query, key, value, attention_mask, bias_cols, probs, targets, L.full_bias
         )
-        self.controller.record_lam(self.block, iou, alpha)
+        self.controller.record_lam(self.block, iou, alpha, self.pending)
         return out, bias_cols
 
     def _biased_attention(

@@ -172,6 +172,38 @@ def test_torch_compile_fullgraph_with_comp_attn_on_has_no_graph_break_and_equal_
         torch._dynamo.reset()
 
 
+def test_regional_compile_compiles_one_graph_per_mode_whatever_the_block_count():
+    """``transformer.compile_repeated_blocks()`` (diffusers' regional compilation: one block compiled, reused by
+    every block) keeps one graph per mode with Comp-Attn on: the processors record into lists of their own, so no
+    block's guards differ from another's (they did: one graph per block, past dynamo's recompile limit on Wan)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from vidlab.generation.tiny import build_tiny_transformer
+
+    pipe = build_tiny_pipeline()
+    pipe.transformer = build_tiny_transformer(num_layers=6)
+    comp = apply_comp_attn(pipe, CompAttnConfig(capture_attention=True))
+    try:
+        eager = comp.generate(PROMPT, layout=SWAPPED, generator=_g(), **KW)
+        torch._dynamo.reset()
+        counters.clear()
+        pipe.transformer.compile_repeated_blocks(fullgraph=True, backend="eager")
+        compiled = comp.generate(PROMPT, layout=SWAPPED, generator=_g(), **KW)
+        assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+        # uncond pass-through, cond with LAM + capture, cond with capture only: 3 graphs for 6 blocks
+        assert counters["stats"]["unique_graphs"] == 3
+        torch.testing.assert_close(
+            torch.as_tensor(compiled.frames), torch.as_tensor(eager.frames), rtol=0, atol=1e-6
+        )
+        assert compiled.lam_log == eager.lam_log and len(eager.lam_log) == 2 * 6  # steps 0-1, every block
+        key = [(e.step, e.block, e.biased) for e in eager.maps.entries()]
+        assert [(e.step, e.block, e.biased) for e in compiled.maps.entries()] == key and len(key) == 6 * 4
+    finally:
+        comp.remove()
+        torch._dynamo.reset()
+
+
 def test_model_cpu_offload_and_to_after_apply():
     pipe = build_tiny_pipeline()
     comp = apply_comp_attn(pipe, CompAttnConfig())
