@@ -59,16 +59,57 @@ __all__ = [
 ]
 
 DEFAULT_PRESET = "tiny"
+# written by every run, besides the files result.json lists
+OWN_FILES = ("result.json", "config.yaml", "layout.json")
 
 
-def check_out_dir(out: str | os.PathLike) -> Path:
-    """``--out`` as a Path if it is (or can be created as) a writable folder; writes nothing."""
+def clear_previous_outputs(out: Path) -> list[Path]:
+    """Remove what an earlier ``vidlab generate`` wrote into ``out`` (the files its ``result.json`` lists, and
+    ``OWN_FILES``), so that ``--overwrite`` never leaves a stale ``video_1.mp4`` beside a new one-video run;
+    anything else in the folder is left alone. Returns the removed paths."""
+    import json
+
+    names: list[Any] = list(OWN_FILES)
+    try:
+        files = json.loads((out / "result.json").read_text()).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        files = {}
+    for value in files.values() if isinstance(files, dict) else ():
+        names.extend(value if isinstance(value, list) else [value])
+    root = out.resolve()
+    removed = []
+    for name in names:
+        p = Path(str(name))
+        if not p.is_absolute() and not p.exists():
+            p = out / p.name  # written from another working directory: the same name in this folder
+        try:
+            inside = p.resolve().is_relative_to(root) and p.resolve() != root
+        except OSError:
+            continue
+        if inside and p.is_file():
+            p.unlink()
+            removed.append(p)
+    return removed
+
+
+def check_out_dir(out: str | os.PathLike, overwrite: bool = False) -> Path:
+    """``--out`` as a Path if it is (or can be created as) a writable folder; writes nothing.
+
+    generate is not resumable, so a folder that already holds files is refused (one line naming ``--overwrite``)
+    unless ``overwrite``: then the previous run's outputs there are replaced (:func:`clear_previous_outputs`)."""
     path = Path(out).expanduser()
     if path.exists() or path.is_symlink():
         if not path.is_dir():
             raise OutputDirError(f"--out {path}: exists and is not a folder")
         if not os.access(path, os.W_OK | os.X_OK):
             raise OutputDirError(f"--out {path}: the folder is not writable")
+        held = sorted(p.name for p in path.iterdir())
+        if held and not overwrite:
+            shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+            raise OutputDirError(
+                f"--out {path} already holds files ({shown}); pass --overwrite to replace the outputs there, "
+                "or another --out"
+            )
         return path
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
@@ -113,6 +154,11 @@ comp_attn.lam.* and comp_attn.sci.*. Values are checked at once: steps=two or st
     add_config_args(p)
     p.add_argument(
         "--out", required=True, help="output folder (created; nothing is written before the checks)"
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the outputs of an earlier run in --out (a folder that holds files is refused without it)",
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--layout", help="layout file (.json/.yaml); default: plan one with --planner")
@@ -271,7 +317,7 @@ def generate_main(argv: list[str] | None = None) -> int:
 
         check_prompt_words(args.prompt, model_source(cfg.model), cfg.model)  # word-level (toy) vocabularies
         check_geometry(cfg)
-        out = check_out_dir(args.out)
+        out = check_out_dir(args.out, overwrite=args.overwrite)
         # the memory a request needs (a lower bound; None: a hub model's configs are read after its load).
         # On the CPU it is known now; a GPU's free memory needs torch, so that check comes last.
         estimate = check_request_memory(cfg, "cpu") if cfg.device == "cpu" else None
@@ -291,6 +337,10 @@ def generate_main(argv: list[str] | None = None) -> int:
         device = check_device(cfg)  # auto and cuda ask torch: after every check that does not need it
         if cfg.device != "cpu":
             estimate = check_request_memory(cfg, device)
+        if args.overwrite and out.is_dir() and any(out.iterdir()):
+            print(
+                f"vidlab generate: note: --overwrite: replacing the earlier outputs in {out}", file=sys.stderr
+            )
         print(settings_line, flush=True)
         if cfg.model in TINY_MODELS:
             print(RANDOM_WEIGHTS_NOTE.format(model=cfg.model), flush=True)
@@ -316,6 +366,8 @@ def _run(
         from vidlab.generation.memory import dims_from_pipe
 
         check_request_memory(cfg, device, dims_from_pipe(pipe))
+    if args.overwrite and out.is_dir():
+        clear_previous_outputs(out)  # only now, after every check and the load: a failed run destroys nothing
     ensure_output_dir(out)  # the first write: only now, after every check and the load
     save_resolved(cfg, out)
     gen = generate_video(pipe, cfg, prep.prompt, prep)

@@ -115,6 +115,20 @@ def _resolve(args: argparse.Namespace, flags: dict[str, Any]) -> EvalConfig:
     return config_from_args(EvalConfig, args, flags)
 
 
+def _check_devices(cfg: EvalConfig) -> None:
+    """The policy's device settings (``policy_kwargs.device`` / ``device_map``) and GPU workers on a Ray started
+    here, checked by the one device check of every command: a GPU this machine lacks is one line, before any
+    model loads or anything is written."""
+    from vidlab.devices import check_devices
+
+    kw = cfg.policy_kwargs or {}
+    check_devices(
+        {f"policy_kwargs.{k}": kw[k] for k in ("device", "device_map") if k in kw},
+        backend=cfg.run.backend,
+        gpus_per_worker=cfg.run.gpus_per_worker,
+    )
+
+
 def _require_file(path: str | None, what: str, flag: str) -> Path:
     from vidlab.io import require_regular_file
 
@@ -326,6 +340,11 @@ def _qa(argv: list[str]) -> int:
     from vidlab.understanding.policies import check_policy_spec
 
     args = _parse(_qa_parser(), argv, greedy=("options",))
+    if args.options is not None and len(args.options) < 2:
+        raise UsageError(
+            f"--options needs at least two answers to choose from, got {len(args.options)} ({args.options}); "
+            "omit --options for an open-ended question"
+        )
     cfg = _resolve(
         args,
         {
@@ -342,6 +361,7 @@ def _qa(argv: list[str]) -> int:
     check_policy_spec(cfg.policy)
     cfg, clip_how = _apply_clip_rule(args, cfg)
     check_strategy(cfg.strategy, cfg.clip_model)
+    _check_devices(cfg)
     _require_file(args.video, "the video to ask about", "--video")
     truth = truth_letter(args.truth, args.options)
     if cfg.strategy == AGENT:
@@ -532,6 +552,10 @@ def _eval_qa(argv: list[str]) -> int:
     for strategy in cfg.strategies:
         check_strategy(strategy, cfg.clip_model)
     load_judge(cfg.judge)  # a bad --judge spec is refused before the folder is touched
+    _check_devices(cfg)
+    from vidlab.distributed import check_run
+
+    check_run(cfg.run)  # an unreachable RAY_ADDRESS: one line, before the folder is touched
     loaded = load_benchmark(  # zero usable questions, a malformed line, a non-text file: one line, exit 2
         cfg.benchmark,
         cfg.data,
@@ -631,6 +655,7 @@ def _classify(argv: list[str]) -> int:
     check_policy_spec(cfg.policy)
     cfg, clip_how = _apply_clip_rule(args, cfg)
     judge = load_judge(cfg.judge)
+    _check_devices(cfg)
     out = Path(args.out)
     if out.is_dir():
         raise UsageError(f"--out {str(out)!r} is a folder; pass the output JSONL file's path")

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from vidlab.errors import UserError
 
 _DEVICE = re.compile(r"^(cpu|cuda|mps|auto)(?::(\d+))?$")
 
-__all__ = ["DeviceUnavailableError", "cuda_device_count", "require_device", "require_local_gpus"]
+__all__ = [
+    "DeviceUnavailableError",
+    "check_devices",
+    "cuda_device_count",
+    "require_device",
+    "require_local_gpus",
+]
 
 
 class DeviceUnavailableError(UserError, RuntimeError):
@@ -95,3 +103,31 @@ def require_local_gpus(n: float, setting: str, hint: str = "") -> None:
             f"{setting}={n:g} asks for a GPU per worker, but this machine has no CUDA GPU and RAY_ADDRESS names no "
             f"cluster; set {setting}=0{hint}, or run on a GPU machine / set RAY_ADDRESS to a GPU cluster"
         )
+
+
+# accelerate's placements, not devices
+_DEVICE_MAP_WORDS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def check_devices(
+    settings: Mapping[str, Any] | None = None,
+    *,
+    backend: str = "local",
+    gpus_per_worker: float = 0,
+    hint: str = "",
+) -> None:
+    """The one device check of every command that takes a device, before anything loads or is written.
+
+    ``settings`` maps each setting's name as the user writes it (``--device``, ``device``,
+    ``policy_kwargs.device``, ``generate.device``) to its value: each is checked by :func:`require_device`
+    (``None`` is not set; a ``*device_map`` may also be one of accelerate's placements such as ``auto``, or a
+    mapping, which are left to it). On the ``ray`` backend, ``gpus_per_worker`` > 0 needs a GPU here unless
+    ``RAY_ADDRESS`` names a cluster (:func:`require_local_gpus`, naming ``run.gpus_per_worker``)."""
+    for setting, value in (settings or {}).items():
+        if value is None or (
+            setting.endswith("device_map") and (not isinstance(value, str) or value in _DEVICE_MAP_WORDS)
+        ):
+            continue
+        require_device(str(value), setting)
+    if backend == "ray":
+        require_local_gpus(gpus_per_worker, "run.gpus_per_worker", hint=hint)

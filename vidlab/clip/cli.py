@@ -44,7 +44,9 @@ SEARCH_EPILOG = """examples:
   vidlab search "a dog" --index outputs/index --sampling fps=2       # only the videos indexed at fps=2
 
 Scores are cosine similarities between the query's text embedding and the cached frame embeddings
-(exact matmul unless --scorer faiss). --nms N keeps results of one video at least N frames apart.
+(exact unless --scorer faiss; faiss on fewer than 78 frames falls back to exact search, with a note).
+--nms N keeps results of one video more than N frames apart; candidates are widened until k results
+survive, so fewer than k come back only when the indexed frames cannot give k that far apart.
 By default every video indexed with the newest model is searched (a video indexed with several
 samplings counts once, from the newest index).
 """
@@ -195,6 +197,12 @@ def _index(argv: list[str] | None) -> int:
         raise IndexInputError(str(e)) from e
     if not videos:
         raise IndexInputError(f"no videos found in {inputs}")
+    from vidlab.devices import check_devices
+    from vidlab.distributed import check_run
+
+    # a GPU this machine lacks (--device, or GPU workers on a Ray started here): one line, before the model loads
+    check_devices({"--device": cfg.device}, backend=cfg.run.backend, gpus_per_worker=cfg.run.gpus_per_worker)
+    check_run(cfg.run)  # an unreachable RAY_ADDRESS: one line, before the cache folder or its lock exists
     cache = Path(cfg.cache_dir)
     created = not cache.exists()
     try:
@@ -262,14 +270,23 @@ def _search_parser() -> argparse.ArgumentParser:
 
 def search_main(argv: list[str] | None = None) -> int:
     """``vidlab search``: see SEARCH_EPILOG. Every mistake is a UserError (one line, exit 2)."""
+    from vidlab.devices import check_devices
+
     from .corpus import Corpus, read_manifest, select_videos
     from .models import ModelLoadError, UnknownModelError, check_model_spec, load_model
 
     args = _search_parser().parse_args(argv)
+    if not args.query.strip():
+        raise IndexInputError(
+            'the query is empty: give a few words describing what to find, e.g. "a red ball"'
+        )
     if args.k < 1:
         raise IndexInputError(f"-k must be >= 1, got {args.k}")
+    if args.nms is not None and args.nms < 0:
+        raise IndexInputError(f"--nms must be >= 0 frames, got {args.nms}")
     _, manifest = read_manifest(args.index)
     newest, _ = select_videos(manifest, sampling=args.sampling)
+    check_devices({"--device": args.device})  # a GPU this machine lacks: one line, before the model loads
     try:
         check_model_spec(args.model or newest["model"])
         model = load_model(args.model or newest["model"], device=args.device)

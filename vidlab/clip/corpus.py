@@ -239,24 +239,36 @@ class Corpus:
     def search(
         self, query: str | np.ndarray, k: int = 10, nms_window: int | None = None
     ) -> list[dict[str, Any]]:
-        """Top-k frames across all videos: rows of video path, frame, time (s) and cosine score."""
+        """Top-k frames across all videos: rows of video path, frame, time (s) and cosine score.
+
+        With ``nms_window`` (frames of one video at least that far apart), candidates are widened (8k, then x4
+        each round, up to every frame) until k survive the suppression: fewer than k come back only when the
+        indexed frames cannot give k that far apart. Greedy NMS over the best candidates picks the same frames
+        as over all of them, so widening changes how many come back, never which."""
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        if isinstance(query, str) and not query.strip():
+            raise ValueError("the query is empty: give a few words describing what to find")
         if self.scorer is None:
             return []
         q = self.model.embed_texts([query])[0] if isinstance(query, str) else np.asarray(query, np.float32)
         want = min(len(self), k * 8 if nms_window else k)
-        scores, rows = self.scorer.search(q, want)
-        scores, rows = scores[0], rows[0]
-        keep = rows >= 0
-        scores, rows = scores[keep], rows[keep]
-        if nms_window:  # NMS within each video, then the best k overall
-            picked = []
+        while True:
+            scores, rows = self.scorer.search(q, want)
+            scores, rows = scores[0], rows[0]
+            keep = rows >= 0
+            scores, rows = scores[keep], rows[keep]
+            if not nms_window:
+                break
+            picked = []  # NMS within each video, then the best k overall
             for vid in np.unique(self.video_rows[rows]):
                 m = np.flatnonzero(self.video_rows[rows] == vid)
                 picked.extend(m[temporal_nms(self.frames[rows[m]], scores[m], k, int(nms_window))].tolist())
-            sel = np.asarray(sorted(picked, key=lambda i: -scores[i])[:k], dtype=np.int64)
-            scores, rows = scores[sel], rows[sel]
+            if len(picked) >= k or want >= len(self):
+                sel = np.asarray(sorted(picked, key=lambda i: -scores[i])[:k], dtype=np.int64)
+                scores, rows = scores[sel], rows[sel]
+                break
+            want = min(len(self), want * 4)
         return [
             {
                 "video": str(self.indexes[int(self.video_rows[r])].video_path),

@@ -17,7 +17,15 @@ import numpy as np
 
 from .int8scan import kernels, quantize_rows, query_levels
 
-__all__ = ["ExactScorer", "FaissIVFScorer", "Scorer", "make_scorer", "quantize_rows", "recall_at_k"]
+__all__ = [
+    "ExactScorer",
+    "FaissIVFScorer",
+    "Scorer",
+    "TooFewPointsError",
+    "make_scorer",
+    "quantize_rows",
+    "recall_at_k",
+]
 
 
 class Scorer(Protocol):
@@ -157,8 +165,20 @@ class ExactScorer:
         return np.stack(vals), np.stack(rows)
 
 
+MIN_POINTS_PER_CELL = 39  # faiss's k-means wants this many training points per centroid (it warns below)
+
+
+class TooFewPointsError(ValueError):
+    """Too few rows to train a faiss IVF index (fewer than its cells, or than two cells' worth of points)."""
+
+
 class FaissIVFScorer:
-    """Approximate top-k with faiss ``IndexIVFFlat`` (inner product); ``nprobe`` trades speed for recall."""
+    """Approximate top-k with faiss ``IndexIVFFlat`` (inner product); ``nprobe`` trades speed for recall.
+
+    The default ``nlist`` is ``4 sqrt(N)`` cells, capped so that every cell has :data:`MIN_POINTS_PER_CELL`
+    training points; a matrix too small for two such cells (or for an explicit ``nlist``) raises
+    :class:`TooFewPointsError`: an IVF index is pointless there, and ``make_scorer`` answers exactly instead.
+    """
 
     def __init__(
         self,
@@ -174,7 +194,18 @@ class FaissIVFScorer:
             raise ImportError("the faiss scorer needs faiss-cpu: pip install 'vidlab[ann]'") from e
         x = np.ascontiguousarray(embeddings, dtype=np.float32)
         self.size, self.dim = x.shape
-        self.nlist = nlist or max(1, min(4096, int(4 * np.sqrt(self.size))))
+        if nlist is None:
+            nlist = min(4096, int(4 * np.sqrt(self.size)), self.size // MIN_POINTS_PER_CELL)
+            if nlist < 2:
+                raise TooFewPointsError(
+                    f"a faiss IVF index needs at least {2 * MIN_POINTS_PER_CELL} rows ({MIN_POINTS_PER_CELL} per "
+                    f"cell, two cells); there are {self.size}"
+                )
+        elif nlist < 1 or nlist > self.size:
+            raise TooFewPointsError(
+                f"nlist={nlist} cells need 1 to {self.size} rows' worth; there are {self.size}"
+            )
+        self.nlist = int(nlist)
         quantizer = faiss.IndexFlatIP(self.dim)
         self.index = faiss.IndexIVFFlat(quantizer, self.dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
         rng = np.random.default_rng(seed)
@@ -197,10 +228,19 @@ SCORERS: dict[str, type] = {"exact": ExactScorer, "faiss": FaissIVFScorer}
 
 
 def make_scorer(name: str, embeddings: np.ndarray, **kwargs: Any) -> Scorer:
-    """Build a scorer by name: ``exact`` (default) or ``faiss``."""
+    """Build a scorer by name: ``exact`` (default) or ``faiss``.
+
+    faiss on a matrix too small to train its cells (:class:`TooFewPointsError`) falls back to the exact scorer,
+    which is both exact and fast at that size, with one ``RuntimeWarning`` saying so."""
     if name not in SCORERS:
         raise ValueError(f"unknown scorer {name!r}; choose from {sorted(SCORERS)}")
-    return SCORERS[name](embeddings, **kwargs)
+    try:
+        return SCORERS[name](embeddings, **kwargs)
+    except TooFewPointsError as e:
+        import warnings
+
+        warnings.warn(f"the {name} scorer is not used, search is exact: {e}", RuntimeWarning, stacklevel=2)
+        return ExactScorer(embeddings)
 
 
 def recall_at_k(approx_rows: np.ndarray, exact_rows: np.ndarray) -> float:

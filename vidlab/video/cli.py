@@ -30,6 +30,9 @@ SHEET.config.yaml (the resolved options).
 """
 
 
+SYNTH_EXTS = (".mp4", ".mkv", ".webm", ".mov", ".avi")  # the containers the writer knows by extension
+
+
 @dataclass
 class SynthConfig:
     """Options of ``vidlab synth`` (saved next to the video)."""
@@ -117,6 +120,15 @@ def synth_main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.frames < 1:
         ap.error("--frames must be >= 1")
+    suffix = Path(a.out).suffix.lower()
+    if suffix not in SYNTH_EXTS:  # before any folder, temporary file or progress bar
+        why = "has no video extension" if not suffix else f"ends in {suffix!r}, not a video extension"
+        print(
+            f"vidlab synth: error: output {a.out!r} {why}: add .mp4 (or {', '.join(SYNTH_EXTS[1:])}), "
+            f"e.g. {Path(a.out).with_suffix('.mp4') if suffix else a.out + '.mp4'}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         path = render_synthetic(
             a.out,
