@@ -90,11 +90,11 @@ def test_rerun_with_other_settings_never_reuses_answers(bench, tmp_path, capsys)
 
 
 HOLD = """
-import sys, time
+import sys
 from vidlab.distributed.job import job_lock
 with job_lock(sys.argv[1]):
     print("held", flush=True)
-    time.sleep(60)
+    sys.stdin.read()  # held until the test is done with it (its stdin closes, or it is killed): a state, not a time
 """
 
 
@@ -103,7 +103,12 @@ def hold_lock():
     procs = []
 
     def hold(folder: Path) -> None:
-        p = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         procs.append(p)
         assert p.stdout.readline().strip() == "held"
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from vidlab.distributed import read_records, run_job
-from vidlab.distributed.toy import CrashWorker, EchoWorker, FlakyWorker
+from vidlab.distributed.toy import KILL_GUARD_S, CrashWorker, EchoWorker, FlakyWorker
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -54,7 +54,7 @@ def test_actor_killed_mid_item_is_replaced_and_item_retried(ray_session, tmp_pat
     killed = []
 
     def killer():
-        deadline = time.time() + 60
+        deadline = time.time() + KILL_GUARD_S  # a hang guard: the worker waits for this kill as long
         while not marker.exists() and time.time() < deadline:
             time.sleep(0.05)
         name = marker.read_text()

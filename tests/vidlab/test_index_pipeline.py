@@ -254,22 +254,33 @@ def _descendants(pid: int) -> list[int]:
         return []
 
 
+def _ctrl_c_reaches_it() -> None:
+    """In the child: SIGINT as a terminal's Ctrl-C finds it. A test run started in the background (``make test &``,
+    a CI step) inherits SIGINT ignored from the shell, and Python then keeps ignoring it: the signal would be lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_vidlab_index_and_all_its_workers(tmp_path):
     """SIGINT to a running `vidlab index`: exit status 130, no process of it left, no cache file written; a
     rerun then indexes the video."""
     import psutil
 
-    video = ffmpeg_video(tmp_path / "long.mp4", 1800, 250, size="640x360")
-    marker = tmp_path / "started"
-    env = {**os.environ, "VIDLAB_PIPELINE_STARTED_FILE": str(marker), "OMP_NUM_THREADS": "1"}
+    video = ffmpeg_video(tmp_path / "long.mp4", 300, 250, size="320x180")
+    marker, hold = tmp_path / "started", tmp_path / "hold"
+    hold.touch()  # the encoder waits while it exists: the signal lands on a running index, however busy the machine
+    env = {**os.environ, "VIDLAB_PIPELINE_STARTED_FILE": str(marker), "VIDLAB_PIPELINE_HOLD_FILE": str(hold),
+           "OMP_NUM_THREADS": "1"}  # fmt: skip
     cmd = [sys.executable, "-m", "vidlab.cli", "index", str(video), "--cache-dir", str(tmp_path / "idx"),
            "--sampling", "every=1", "--device", "cpu", "--batch-size", "8", "--decode-workers", "2", "--quiet"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_reaches_it
+    )
     try:
         deadline = time.monotonic() + HANG_GUARD_S
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert marker.exists(), proc.communicate()[1][-2000:]
+        assert proc.poll() is None, "the held index exited before the signal"
         threads = psutil.Process(proc.pid).num_threads()
         kids = _descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
@@ -287,8 +298,10 @@ def test_ctrl_c_stops_vidlab_index_and_all_its_workers(tmp_path):
 def test_kill_9_during_vidlab_index_then_a_rerun_is_bit_identical_to_a_clean_run(videos, tmp_path):
     """SIGKILL while the pipeline runs leaves no half cache; the rerun gives the clean run's bytes."""
     video = videos["gop250_odd"]
-    marker = tmp_path / "started"
-    env = {**os.environ, "VIDLAB_PIPELINE_STARTED_FILE": str(marker), "OMP_NUM_THREADS": "1"}
+    marker, hold = tmp_path / "started", tmp_path / "hold"
+    hold.touch()  # the encoder waits while it exists: the kill lands mid-run, never after a finished one
+    env = {**os.environ, "VIDLAB_PIPELINE_STARTED_FILE": str(marker), "VIDLAB_PIPELINE_HOLD_FILE": str(hold),
+           "OMP_NUM_THREADS": "1"}  # fmt: skip
 
     def cmd(cache):
         return [sys.executable, "-m", "vidlab.cli", "index", str(video), "--cache-dir", str(cache),
@@ -299,12 +312,14 @@ def test_kill_9_during_vidlab_index_then_a_rerun_is_bit_identical_to_a_clean_run
         deadline = time.monotonic() + HANG_GUARD_S
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert proc.poll() is None, "the held index exited before the kill"
         proc.kill()
         proc.communicate(timeout=HANG_GUARD_S)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert marker.exists()
+    assert marker.exists() and proc.returncode == -signal.SIGKILL
+    assert not list((tmp_path / "killed").glob("*.safetensors"))  # killed before any cache was written
     for cache in ("killed", "clean"):  # the rerun into the killed folder, and a clean run
         run = subprocess.run(cmd(tmp_path / cache), capture_output=True, text=True, timeout=HANG_GUARD_S)
         assert run.returncode == 0, run.stderr[-2000:]

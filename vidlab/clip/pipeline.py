@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 STARTED_ENV = (
     "VIDLAB_PIPELINE_STARTED_FILE"  # touched once the threads run (tests interrupt `vidlab index` then)
 )
+# while this file exists the encoder waits before its first batch: a test that interrupts or kills `vidlab index`
+# from outside does so in that known state, never in a race with a run that might already have finished
+HOLD_ENV = "VIDLAB_PIPELINE_HOLD_FILE"
 JOIN_SECONDS = 60.0  # how long stopping waits for a worker that is inside one piece's decode
 
 
@@ -257,6 +260,9 @@ def embed_pipelined(
     if started:  # a test seam: tells a test driving `vidlab index` from outside that the workers run
         Path(started).touch()
     try:
+        hold = os.environ.get(HOLD_ENV)
+        while hold and Path(hold).exists():  # a test seam (see HOLD_ENV); a signal ends the wait
+            time.sleep(0.02)
         while True:
             t_wait = time.perf_counter()
             try:

@@ -7,18 +7,32 @@ import time
 from pathlib import Path
 from typing import Any
 
+# How long a worker that a test means to kill waits for its killer: a hang guard only, reached when the test
+# failed anyway (the test kills it on a state, a marker file, however long the machine takes to get there)
+KILL_GUARD_S = 600.0
+
+
+def wait_while(path: str | None) -> None:
+    """Block while the file ``path`` exists (a test holds a worker mid-item in a known state), up to the guard."""
+    deadline = time.monotonic() + KILL_GUARD_S
+    while path and Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
 
 class EchoWorker:
-    """Returns the item's ``value`` squared; counts its constructions in ``init_dir`` (one file per build)."""
+    """Returns the item's ``value`` squared; counts its constructions in ``init_dir`` (one file per build).
+    With ``hold_file``, every item waits while that file exists (a test stops the job in a known state)."""
 
-    def __init__(self, init_dir: str | None = None, sleep: float = 0.0) -> None:
+    def __init__(self, init_dir: str | None = None, sleep: float = 0.0, hold_file: str | None = None) -> None:
         self.sleep = sleep
+        self.hold_file = hold_file
         self.pid = os.getpid()
         if init_dir:
             Path(init_dir).mkdir(parents=True, exist_ok=True)
             (Path(init_dir) / f"init-{self.pid}-{time.monotonic_ns()}").touch()
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        wait_while(self.hold_file)
         if self.sleep:
             time.sleep(self.sleep)
         return {"square": int(item["value"]) ** 2, "pid": self.pid}
@@ -48,7 +62,7 @@ class FlakyWorker(EchoWorker):
             from vidlab.io import atomic_write_text
 
             atomic_write_text(marker, name)
-            time.sleep(60)  # killed before this returns
+            time.sleep(KILL_GUARD_S)  # killed before this returns (a hang guard)
         return super().process(item)
 
 
@@ -92,7 +106,7 @@ class SlowStartWorker(EchoWorker):
                 continue
             os.write(fd, str(os.getpid()).encode())
             os.close(fd)
-            time.sleep(120)  # killed before this returns
+            time.sleep(KILL_GUARD_S)  # killed before this returns (a hang guard)
         super().__init__(init_dir)
         self.inner: Any = None
         if inner:
