@@ -7,10 +7,13 @@ module never imports ``generation`` or ``understanding`` itself; each subcommand
 
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import import_module
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 
 from vidlab.errors import UserError
 
@@ -70,23 +73,147 @@ def _usage(cmds: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-_EXTRAS = {
-    "torch": "clip",
-    "torchvision": "clip",
-    "open_clip": "clip",
-    "safetensors": "clip",
-    "diffusers": "gen",
-    "transformers": "gen",
-    "accelerate": "gen",
-    "ftfy": "gen",
-    "sentencepiece": "gen",
-    "pandas": "understand",
-    "pyarrow": "understand",
-    "ray": "ray",
-    "gradio": "demo",
-    "faiss": "ann",
+# import names whose distribution is named otherwise (any other import name is its distribution's name)
+_DISTRIBUTIONS = {
+    "open_clip": "open-clip-torch",
+    "faiss": "faiss-cpu",
+    "cv2": "opencv-python-headless",
+    "hydra": "hydra-core",
+    "google": "protobuf",
+    "sklearn": "scikit-learn",
+    "PIL": "pillow",
+    "yaml": "pyyaml",
 }
 _OWN = ("vidlab", "generation", "understanding", "demos", "benchmarks")
+# extras that gather the others, or are for working on vidlab itself: never the one to name
+_NOT_NAMED = ("all", "dev", "docs")
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a command needs beyond vidlab's base requirements: the extra that brings it, and the modules that
+    every run imports (checked before the command runs, so a missing one is one line and nothing is written).
+    ``when`` limits the check to some runs (a subcommand, an engine); ``--help`` is never checked."""
+
+    extra: str
+    modules: tuple[str, ...]
+    when: Callable[[list[str]], bool] = lambda argv: True
+
+
+def _first_positional(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _engine(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg.startswith("--engine="):
+            return arg.split("=", 1)[1]
+        if arg == "--engine" and i + 1 < len(argv):
+            return argv[i + 1]
+    return "toy"
+
+
+_CLIP = ("torch", "open_clip", "safetensors")
+_GEN = ("torch", "diffusers", "transformers", "safetensors")
+# Options that need more (--backend ray, --scorer faiss, a Hugging Face policy) are told at run time: a missing
+# optional module raised inside a command is the same one line (see `missing_extra`).
+NEEDS: dict[str, Needs] = {
+    "index": Needs("clip", _CLIP),
+    "search": Needs("clip", _CLIP),
+    "generate": Needs("gen", _GEN),
+    "train-gen-toyworld": Needs("gen", _GEN),
+    "compbench": Needs("gen", (*_GEN, "open_clip"), lambda a: _first_positional(a) in ("generate", "score")),
+    "qa": Needs("understand", _CLIP),
+    "eval-qa": Needs("understand", _CLIP),
+    "classify": Needs("understand", _CLIP),
+    "train-agent": Needs("understand", _CLIP, lambda a: _engine(a) == "toy"),
+    "demo": Needs("demo", ("gradio", *_GEN, "open_clip")),
+}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.cache
+def extras() -> dict[str, frozenset[str]]:
+    """Each extra of the installed vidlab -> the distributions it brings (normalised names), the extras it
+    includes (``vidlab[clip]``) followed; read from the installed metadata, so pyproject.toml is the one list."""
+    try:
+        reqs = distribution("vidlab").requires or []
+    except PackageNotFoundError:  # a checkout on sys.path, not installed
+        return {}
+    direct: dict[str, set[str]] = {}
+    for raw in reqs:
+        marker = re.search(r"""extra\s*==\s*['"]([^'"]+)['"]""", raw)
+        name = re.match(r"\s*([A-Za-z0-9._-]+)\s*(\[([^\]]*)\])?", raw)
+        if not marker or not name:
+            continue
+        items = direct.setdefault(marker.group(1), set())
+        if _key(name.group(1)) == "vidlab":
+            items.update(f"vidlab[{e.strip()}]" for e in (name.group(3) or "").split(",") if e.strip())
+        else:
+            items.add(_key(name.group(1)))
+
+    def closure(extra: str, seen: frozenset[str]) -> set[str]:
+        out: set[str] = set()
+        for item in direct.get(extra, ()):
+            if item.startswith("vidlab["):
+                inner = item[len("vidlab[") : -1]
+                if inner not in seen:
+                    out |= closure(inner, seen | {inner})
+            else:
+                out.add(item)
+        return out
+
+    return {extra: frozenset(closure(extra, frozenset({extra}))) for extra in direct}
+
+
+def install_hint(modules: list[str], command: str | None = None) -> str:
+    """``pip install 'vidlab[EXTRA]'`` for the missing ``modules`` (import names): the command's own extra
+    where it brings them all, else the smallest extra that does; ``pip install NAME`` where no extra does."""
+    dists = {_key(_DISTRIBUTIONS.get(m, m)) for m in modules}
+    table = {e: d for e, d in extras().items() if e not in _NOT_NAMED}
+    own = NEEDS[command].extra if command in NEEDS else None
+    if own is not None and dists <= table.get(own, frozenset()):
+        return f"pip install 'vidlab[{own}]'"
+    fits = [e for e, d in table.items() if dists <= d]
+    if fits:
+        return f"pip install 'vidlab[{min(fits, key=lambda e: (len(table[e]), e))}]'"
+    return "pip install " + " ".join(sorted(dists))
+
+
+def _unavailable(command: str, modules: list[str]) -> CommandUnavailable:
+    names = ", ".join(repr(m) for m in modules)
+    noun = "package" if len(modules) == 1 else "packages"
+    return CommandUnavailable(
+        f"`vidlab {command}` needs the {names} {noun}, not installed here: {install_hint(modules, command)}"
+    )
+
+
+def check_needs(command: str, argv: list[str]) -> None:
+    """A ``CommandUnavailable`` (one line naming the extra) if a module every run of ``command`` imports is
+    missing; nothing for ``--help`` or a run that needs none of them."""
+    needs = NEEDS.get(command)
+    if needs is None or "-h" in argv or "--help" in argv or not needs.when(argv):
+        return
+    missing = [m for m in needs.modules if not _module_exists(m)]
+    if missing:
+        raise _unavailable(command, missing)
+
+
+def missing_extra(
+    command: str, exc: ModuleNotFoundError, known_only: bool = True
+) -> CommandUnavailable | None:
+    """The one-line error for a ``ModuleNotFoundError`` of an optional package (or None: one of our own modules,
+    a bug; with ``known_only``, also a module that no extra brings, which is a bug in the requirements)."""
+    missing = (exc.name or "").split(".")[0]
+    if not missing or missing in _OWN:
+        return None
+    dist = _key(_DISTRIBUTIONS.get(missing, missing))
+    if known_only and not any(dist in d for d in extras().values()):
+        return None
+    return _unavailable(command, [missing])
 
 
 def load_command(name: str) -> Callable[[list[str]], int | None]:
@@ -103,14 +230,24 @@ def load_command(name: str) -> Callable[[list[str]], int | None]:
     try:
         return getattr(import_module(module), func)
     except ModuleNotFoundError as e:
-        missing = (e.name or "").split(".")[0]
-        if not missing or missing in _OWN:
+        err = missing_extra(name, e, known_only=False)
+        if err is None:
             raise
-        extra = _EXTRAS.get(missing)
-        how = f"pip install 'vidlab[{extra}]'" if extra else f"pip install {missing}"
-        raise CommandUnavailable(
-            f"`vidlab {name}` needs the {missing!r} package, which is not installed: {how}"
-        ) from e
+        raise err from e
+
+
+def run(name: str, argv: list[str]) -> int | None:
+    """Run subcommand ``name`` as ``vidlab NAME ARGV`` does, less the error reporting: its needs are checked
+    first, and a missing optional package met while it runs is the same one line naming the extra."""
+    check_needs(name, argv)
+    main_fn = load_command(name)
+    try:
+        return main_fn(argv)
+    except ModuleNotFoundError as e:
+        err = missing_extra(name, e)
+        if err is None:
+            raise
+        raise err from e
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,10 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in commands():  # `vidlab: error: unknown command ...`, not `vidlab <typo>: error: ...`
         return run_command("vidlab", lambda _: load_command(name)([]), ["--debug"] if debug else [])
 
-    def dispatch(args: list[str]) -> int | None:
-        return load_command(name)(args)
-
-    return run_command(f"vidlab {name}", dispatch, rest)
+    return run_command(f"vidlab {name}", lambda args: run(name, args), rest)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,12 @@ import os
 import re
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import envs  # noqa: E402  (tests/install/envs.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -40,46 +42,12 @@ AREAS = {
 TORCH_LIKE = re.compile(r"^(torch|torchvision|triton|nvidia-.*|cuda-.*)$")
 
 
-def _key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def link_existing_env(base: Path) -> list[str]:
-    """Symlink torch + torchvision and their requirement closure (extras followed) into ``base``."""
-    from packaging.requirements import Requirement
-
-    base.mkdir(parents=True, exist_ok=True)
-    todo: list[tuple[str, frozenset[str]]] = [("torch", frozenset()), ("torchvision", frozenset())]
-    seen: set[tuple[str, frozenset[str]]] = set()
-    linked: set[str] = set()
-    while todo:
-        name, extras = todo.pop()
-        if (_key(name), extras) in seen:
-            continue
-        seen.add((_key(name), extras))
-        try:
-            dist = distribution(name)
-        except PackageNotFoundError:
-            continue
-        for raw in dist.requires or []:
-            req = Requirement(raw)
-            envs = [{"extra": e} for e in extras] or [{"extra": ""}]
-            if req.marker is None or any(req.marker.evaluate(env) for env in envs):
-                todo.append((req.name, frozenset(req.extras)))
-        linked.add(_key(name))
-        site = Path(str(dist.locate_file("")))
-        for top in {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
-            if (site / top).exists() and not (base / top).exists():
-                (base / top).symlink_to(site / top)
-    return sorted(linked)
-
-
 @pytest.mark.parametrize("extra", sorted(AREAS))
 def test_one_extra_keeps_torch_and_runs_its_area(extra, tmp_path):
     pytest.importorskip("torch")
     tests, foreign = AREAS[extra]
     tests = os.environ.get("VIDLAB_INSTALL_TEST_PATHS", "").split() or tests  # a quicker subset, if given
-    linked = link_existing_env(tmp_path / "existing")
+    linked = envs.link_closure(tmp_path / "existing", ["torch", "torchvision"])
     assert {"torch", "torchvision"} <= set(linked)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -100,9 +68,11 @@ def test_one_extra_keeps_torch_and_runs_its_area(extra, tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
-    installed = sorted(_key(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"])
+    installed = sorted(envs.key(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"])
     assert not [n for n in installed if TORCH_LIKE.match(n)], f"pip replaced torch: {installed}"
-    assert not set(installed) & {_key(f) for f in foreign}, f"other areas' packages came along: {installed}"
+    assert not set(installed) & {envs.key(f) for f in foreign}, (
+        f"other areas' packages came along: {installed}"
+    )
     after = subprocess.run([str(py), "-c", "import torch; print(torch.__version__, torch.__file__)"],
                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert after == before and str(tmp_path / "existing") in after[1]

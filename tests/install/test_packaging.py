@@ -5,8 +5,10 @@ builds and installs the wheel)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,59 @@ def _packages_in(folder: Path, prefix: str) -> set[str]:
     return out
 
 
+# source folder -> where the wheel puts it
+ROOTS = {"vidlab": "vidlab", **{area: f"vidlab/{area}" for area in AREAS}, "configs": "vidlab/presets"}
+DATA_SUFFIXES = (".yaml", ".json", ".txt", ".safetensors")  # [tool.setuptools.package-data] in pyproject.toml
+
+
+def _tracked() -> list[str]:
+    """The files a build copies (tests/install/envs.py, copy_checkout)."""
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return [f for f in out.splitlines() if (ROOT / f).is_file()]
+
+
+def _is_data_folder(rel: Path) -> bool:
+    """A folder whose files ship as package data: the presets (configs/...) and the shipped weights."""
+    return rel.parts[0] == "configs" or any(p.startswith("weights") for p in rel.parts)
+
+
+def shipped_files() -> dict[str, str]:
+    """wheel path -> source path of every file the wheel must carry: the modules of each package, and the
+    data files (presets, model configs, tokenizers, weights) of packages and data folders. Not shipped: area
+    READMEs, figures/ (the docs' plots and their JSON), the old names' packages (one __init__.py each)."""
+    out = {}
+    for rel in map(Path, _tracked()):
+        if rel.parts[0] not in ROOTS or "_legacy" in rel.parts:
+            continue
+        package = (ROOT / rel.parent / "__init__.py").is_file()
+        if (
+            rel.suffix == ".py"
+            and package
+            or rel.suffix in DATA_SUFFIXES
+            and (package or _is_data_folder(rel))
+        ):
+            out["/".join((ROOTS[rel.parts[0]], *rel.parts[1:]))] = rel.as_posix()
+    return out
+
+
+def _data_packages() -> set[str]:
+    """The data folders as the namespace packages pyproject lists them as (a name that is not an identifier, such
+    as configs/train-agent, is no package: its parent's package data carries it)."""
+    out = set()
+    for wheel_path in shipped_files():
+        parts = wheel_path.split("/")[:-1]
+        if not (ROOT / shipped_files()[wheel_path]).with_name("__init__.py").is_file() and all(
+            p.isidentifier() for p in parts
+        ):
+            out |= {
+                ".".join(parts[:i])
+                for i in range(3 if parts[:2] == ["vidlab", "presets"] else 4, len(parts) + 1)
+            }
+    return out
+
+
 def test_package_list_covers_every_folder():
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(tool["packages"])
@@ -36,9 +91,36 @@ def test_package_list_covers_every_folder():
         assert tool["package-dir"][f"vidlab.{area}"] == area
         assert tool["package-dir"][area] == f"vidlab/_legacy/{area}"
     assert tool["package-dir"]["vidlab.presets"] == "configs"
+    want |= _data_packages()
     missing, extra = want - listed, listed - want - {"vidlab.presets", *AREAS}
     assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
     assert not extra, f"listed but no such folder: {sorted(extra)}"
+
+
+def test_wheel_builds_without_a_warning_and_carries_every_shipped_file(tmp_path):
+    """setuptools warns (and says it will stop shipping them) when package data lies in a folder that Python can
+    import but `packages` does not list; any other warning of the build fails here too. The wheel's files are
+    exactly the modules and data files of the shipped folders, plus the old names' one-file aliases."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from envs import build_wheel
+
+    wheel, log = build_wheel(tmp_path)
+    warnings = sorted(
+        {line.strip() for line in log.splitlines() if re.search(r"\w*Warning\b|warning:", line)}
+    )
+    assert not warnings, "\n".join(warnings)
+    names = {n for n in zipfile.ZipFile(wheel).namelist() if ".dist-info/" not in n}
+    want = set(shipped_files()) | {f"{area}/__init__.py" for area in AREAS}
+    assert not want - names, f"missing from the wheel: {sorted(want - names)}"
+    assert not names - want, f"in the wheel, not in a shipped folder: {sorted(names - want)}"
+    for must in (
+        "vidlab/presets/train-agent/toyworld.yaml",
+        "vidlab/presets/generate/toyworld-calibrated.yaml",
+    ):
+        assert must in names
+    assert (
+        sum(n.endswith(".safetensors") for n in names) == sum(f.endswith(".safetensors") for f in want) >= 10
+    )
 
 
 def _py(code: str, cwd: Path, *flags: str) -> subprocess.CompletedProcess:

@@ -10,14 +10,15 @@ environment stays out: the test checks that every module it runs comes from the 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import envs  # noqa: E402  (tests/install/envs.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
@@ -33,34 +34,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """``pip wheel`` of a copy of the checkout (a build writes build/ and *.egg-info into its source tree)."""
-    base = tmp_path_factory.mktemp("wheel")
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split("\n")
-    src = base / "src"
-    for rel in filter(None, files):
-        if (ROOT / rel).is_file():
-            (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, src / rel)
-    env = dict(os.environ, PIP_NO_INDEX="1")
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(base),
-            str(src),
-        ],
-        base,
-        env,
-    )
-    (whl,) = base.glob("vidlab-*.whl")
-    return whl
+    return envs.build_wheel(tmp_path_factory.mktemp("wheel"))[0]
 
 
 def test_wheel_contents(wheel):
@@ -94,26 +68,11 @@ def test_wheel_contents(wheel):
 def venv(wheel, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
     """A fresh venv with the wheel installed; returns (its python, env, a working folder outside any checkout)."""
     base = tmp_path_factory.mktemp("venv")
-    _run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], base, dict(os.environ))
-    py = base / "venv" / "bin" / "python"
-    site = Path(
-        subprocess.run(
-            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
     # the libraries vidlab needs, from this environment (the editable vidlab's own .pth is not run from there)
-    linked = [p for p in sys.path if p.endswith("-packages") and Path(p).is_dir()]  # site dirs only
-    (site / "zz_linked_libraries.pth").write_text("\n".join(linked) + "\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIDLAB_"))}
-    env.update(PATH=f"{py.parent}:{env.get('PATH', '')}", PIP_NO_INDEX="1", HOME=str(base / "home"))
-    _run(
-        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)],
-        base,
-        env,
-    )
+    linked = [Path(p) for p in sys.path if p.endswith("-packages") and Path(p).is_dir()]  # site dirs only
+    py = envs.venv_python(base / "venv", linked)
+    env = envs.clean_env(py, base / "home")
+    envs.install_wheel(py, wheel, env)
     work = base / "elsewhere"
     work.mkdir()
     return py, env, work

@@ -49,11 +49,78 @@ def test_missing_optional_dependency_is_one_line_naming_the_extra(monkeypatch, t
         "import gradio_not_installed_xyz\ndef main(argv):\n    return 0\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(cli._EXTRAS, "gradio_not_installed_xyz", "demo")
+    monkeypatch.setitem(
+        cli._DISTRIBUTIONS, "gradio_not_installed_xyz", "gradio"
+    )  # an import name of gradio's
     _fake_commands(monkeypatch, {"fake": "vidlab_fake_cmd:main"})
     assert cli.main(["fake"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'vidlab[demo]'" in err[0]
+
+
+def test_optional_package_missing_while_a_command_runs_is_one_line_naming_its_extra(
+    monkeypatch, tmp_path, capsys
+):
+    """The command imports lazily (generate meets diffusers only when it loads the pipeline): the import error
+    raised inside it names the command's own extra where that brings the package (transformers: gen for
+    generate, understand for qa), else the smallest extra that does (ray)."""
+    for mod in ("transformers_not_installed_xyz", "ray_not_installed_xyz"):
+        (tmp_path / f"vidlab_fake_{mod}.py").write_text(f"def main(argv):\n    import {mod}\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli._DISTRIBUTIONS, "transformers_not_installed_xyz", "transformers")
+    monkeypatch.setitem(cli._DISTRIBUTIONS, "ray_not_installed_xyz", "ray")
+    # only the run-time path: nothing to check before the run
+    monkeypatch.setattr(cli, "NEEDS", {"generate": cli.Needs("gen", ()), "qa": cli.Needs("understand", ())})
+    for name, mod, extra in (
+        ("generate", "transformers_not_installed_xyz", "gen"),
+        ("qa", "transformers_not_installed_xyz", "understand"),
+        ("qa", "ray_not_installed_xyz", "ray"),
+    ):
+        _fake_commands(monkeypatch, {name: f"vidlab_fake_{mod}:main"})
+        assert cli.main([name]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"vidlab {name}: error: `vidlab {name}` needs the {mod!r} package, not installed here: "
+            f"pip install 'vidlab[{extra}]'"
+        ]
+
+
+def test_a_module_no_extra_brings_stays_a_traceback_at_run_time(monkeypatch, tmp_path):
+    (tmp_path / "vidlab_fake_run2.py").write_text("def main(argv):\n    import undeclared_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _fake_commands(monkeypatch, {"fake": "vidlab_fake_run2:main"})
+    with pytest.raises(ModuleNotFoundError):
+        cli.main(["fake"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "blocked", "extra"),
+    [
+        (["generate", "a red circle", "--preset", "generate/toyworld-calibrated", "--out", "OUT"], "diffusers", "gen"),
+        (["qa", "--video", "v.mp4", "--question", "q?", "--options", "a", "b", "--policy", "toy:where"], "safetensors",
+         "understand"),
+        (["classify", "--data", "q.jsonl", "--policy", "toy:where", "--out", "OUT"], "open_clip", "understand"),
+        (["index", "v.mp4", "--cache-dir", "OUT"], "torch", "clip"),
+        (["train-agent", "--engine", "toy", "out=OUT"], "safetensors", "understand"),
+        (["compbench", "generate", "out=OUT"], "diffusers", "gen"),
+    ],
+)  # fmt: skip
+def test_a_command_without_its_extra_is_one_line_before_it_writes_anything(argv, blocked, extra, monkeypatch,
+                                                                           tmp_path, capsys):  # fmt: skip
+    """A package that is not there (None in sys.modules: Python's own "not importable") is named before the
+    command starts: one line, exit 2, the extra to install, and no output folder, job or lock file."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, blocked, None)
+    assert cli.main([a.replace("OUT", str(tmp_path / "out")) for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and f"needs the {blocked!r} package, not installed here: pip install 'vidlab[{extra}]'" in err[0]
+    )
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit) as exc:  # its help still works
+        cli.main([argv[0], "--help"])
+    assert exc.value.code == 0
 
 
 def test_import_error_inside_our_own_code_stays_a_bug(monkeypatch, tmp_path):
