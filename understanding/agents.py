@@ -84,10 +84,25 @@ def decode_frames(
 
     ``fit`` lets the reader scale at decode time; ``reference`` decodes the full frame and resizes it to exactly
     ``max_size`` with PIL's default filter (bicubic), as ``Image.resize((640, 360))`` in the authors' code does.
+    A reader that carries a frame cache (``vidlab.video.frame_cache.CachedReader``) decodes only the frames the
+    cache lacks; the pixels are the same either way.
     """
     idx = [int(i) for i in indices]
     if not idx:
         return []
+    cache = getattr(reader, "frame_cache", None)
+    if cache is not None:
+        key = (reader.frame_cache_key, tuple(max_size), resize)
+        shown = cache.frames(key, idx, lambda miss: _decode_pixels(reader, miss, max_size, resize))
+        return [Frame(p, i, t) for (p, t), i in zip(shown, idx)]
+    pixels, times = _decode_pixels(reader, idx, max_size, resize)
+    return [Frame(np.ascontiguousarray(p), i, float(t)) for p, i, t in zip(pixels, idx, times)]
+
+
+def _decode_pixels(
+    reader: Any, idx: list[int], max_size: tuple[int, int], resize: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 [N, H, W, 3] at :func:`frame_size` and the timestamps of frames ``idx``."""
     native = _reader_size(reader)
     if resize == "fit" and native:
         target = frame_size(*native, max_size, "fit")
@@ -98,8 +113,7 @@ def decode_frames(
     target = frame_size(w, h, max_size, resize)
     if target != (w, h):
         pixels = _resize(pixels, target)
-    times = np.asarray(reader.timestamps(idx), dtype=np.float64)
-    return [Frame(np.ascontiguousarray(p), i, float(t)) for p, i, t in zip(pixels, idx, times)]
+    return pixels, np.asarray(reader.timestamps(idx), dtype=np.float64)
 
 
 def _resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:

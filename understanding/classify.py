@@ -180,7 +180,10 @@ def _score_samples(
 
 
 class _Classifier:
-    """Classifies one row at a time (one reader per row, CLIP agent built per video when configured)."""
+    """Classifies one row at a time (one reader per row, CLIP agent built per video when configured); frames go
+    through ``frame_cache`` (``vidlab.video.frame_cache``) when set, so the rows of a video share them."""
+
+    frame_cache: Any = None
 
     def __init__(
         self, policy: Policy, config: ClassifyConfig, clip_model: Any, index_cache_dir: Any, judge: Any
@@ -229,7 +232,12 @@ class _Classifier:
         options = [str(o) for o in options] if options else None
         path = _video_path(row, video_root, data_file)
         c = self.config
-        with open_video(path) as reader:
+        opened: Any = open_video(path)
+        if self.frame_cache is not None:
+            from vidlab.video.frame_cache import CachedReader, video_key
+
+            opened = CachedReader(opened, self.frame_cache, video_key(path))
+        with opened as reader:
             uniform = UniformAgent(reader)
             total = int(reader.num_frames)
             init_idx = initial_view_indices(total, c.num_initial_frames, c.initial_views)
@@ -286,6 +294,7 @@ class ClassifyWorker:
         video_root: Any = None,
         policy_kwargs: dict[str, Any] | None = None,
         data_file: Any = None,
+        frame_cache_mb: int | None = None,
     ):
         if isinstance(policy, str):
             from vidlab.understanding.policies import load_policy
@@ -303,6 +312,9 @@ class ClassifyWorker:
             config = from_dict(ClassifyConfig, dict(config or {}), where="classify.")
         self.video_root, self.data_file = video_root, data_file
         self.classifier = _Classifier(policy, config, clip_model, index_cache_dir, judge)
+        from vidlab.video.frame_cache import shared_frame_cache
+
+        self.classifier.frame_cache = shared_frame_cache(frame_cache_mb)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         return self.classifier.classify(item["row"], self.video_root, self.data_file)
@@ -370,8 +382,12 @@ def classify_rows(
     identity: dict[str, Any] | None = None,
     policy_kwargs: dict[str, Any] | None = None,
     data_file: str | os.PathLike | None = None,
+    frame_cache_mb: int | None = None,
 ) -> list[dict]:
     """Label every row; returns the labelled rows in input order (filtered ones unless ``config.drop_filtered``).
+
+    Rows run grouped by video, and the frames shown go through a bounded cache of ``frame_cache_mb`` MB
+    (``vidlab.video.frame_cache``; None: sized to the machine, 0: off), so each frame is decoded once per run.
 
     Video paths follow the one path rule (:mod:`vidlab.datafiles`): a relative one resolves under ``video_root``
     when given, else under the folder of ``data_file`` (the file the rows came from). With ``data_file`` and
@@ -407,9 +423,13 @@ def classify_rows(
         "video_root": video_root,
         "policy_kwargs": policy_kwargs,
         "data_file": data_file,
+        "frame_cache_mb": frame_cache_mb,
     }
+    ids = [it["id"] for it in items]  # the output's order
+    items = _group_by_video(items, video_root, data_file)
     if out_path is None:
-        return _classify_in_memory(items, worker_kwargs, cfg, progress, errors)
+        done = {r["id"]: r for r in _classify_in_memory(items, worker_kwargs, cfg, progress, errors)}
+        return [done[i] for i in ids if i in done]
     from vidlab.identity import fingerprint_or_none
 
     for it in items:
@@ -434,9 +454,8 @@ def classify_rows(
     )
     from vidlab.distributed import error_text, read_job
 
-    ids = [it["id"] for it in items]
     job = read_job(job_dir, ids=ids)
-    results = list(job.ok.values())
+    results = [job.ok[i] for i in ids if i in job.ok]
     by_id = {it["id"]: it["row"] for it in items}
     failed = [
         _failure(rid, by_id[rid], error_text(job.failed.get(rid, {})), video_root, data_file)
@@ -461,6 +480,20 @@ def classify_rows(
     elif err_path.exists():
         err_path.unlink()
     return results
+
+
+def _group_by_video(items: list[dict[str, Any]], video_root: Any, data_file: Any) -> list[dict[str, Any]]:
+    """``items`` with each video's rows together (videos in order of first appearance): the rows of a video
+    then share its decoded frames."""
+    first: dict[str, int] = {}
+    keys = []
+    for it in items:
+        try:
+            v = _video_path(it["row"], video_root, data_file)
+        except ClassifyError:
+            v = ""
+        keys.append(first.setdefault(v, len(first)))
+    return [items[n] for n in sorted(range(len(items)), key=lambda n: (keys[n], n))]
 
 
 def errors_path(out_path: str | os.PathLike) -> Path:

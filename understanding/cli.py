@@ -696,6 +696,7 @@ def _classify(argv: list[str]) -> int:
             errors=errors,
             identity=ident,
             data_file=data,
+            frame_cache_mb=cfg.frame_cache_mb,
         )
     from vidlab.outcome import BatchOutcome, failure_from, finish
     from vidlab.understanding.classify import errors_path

@@ -84,6 +84,7 @@ RUNTIME_KEYS = (
     "data",
     "video_root",
     "classify",
+    "frame_cache_mb",
 )
 # Policy options that are credentials or transport settings (never stored in job.json).
 SECRET_OR_TRANSPORT = ("api_key", "timeout", "max_retries", "backoff", "budget", "max_reply_bytes")
@@ -201,15 +202,18 @@ class QAWorker:
         self.judge_spec = settings.judge
         self._clip: Any = None
         self._judge: Any = None
+        # decoded, resized frames shared by every question and strategy of a video in this process (budget 0:
+        # nothing kept, decodes still counted)
+        from vidlab.video.frame_cache import shared_frame_cache
+
+        self.frame_cache = shared_frame_cache(settings.frame_cache_mb)
         self._index_built: list[
             bool
         ] = []  # per FrameIndex.build of the current question: built (True) or found
 
     def clip_model(self) -> Any:
         if self._clip is None:
-            from vidlab.clip import load_model
-
-            self._clip = load_model(self.clip_spec)
+            self._clip = _process_clip(self.clip_spec)
         return self._clip
 
     def judge(self) -> Any:
@@ -287,7 +291,10 @@ class QAWorker:
             "video_path": item.video_path,
             "answer": item.answer,
         }
-        reader = open_video(item.video_path)  # VideoReadError -> an error record, the job goes on
+        from vidlab.video.frame_cache import CachedReader, video_key
+
+        # VideoReadError -> an error record, the job goes on
+        reader: Any = CachedReader(open_video(item.video_path), self.frame_cache, video_key(item.video_path))
         if item.duration is None:
             base["duration"] = round(float(reader.duration), 3)
         if not item.duration_group:
@@ -357,6 +364,96 @@ def job_items(items: Sequence[QAItem], fingerprint_videos: bool = True) -> list[
     return out
 
 
+def _process_clip(spec: str) -> Any:
+    """The CLIP model ``spec`` loaded once per process: every strategy's worker (and every video group's, see
+    :func:`run_eval`) shares it, and its text-embedding cache."""
+    model = _CLIPS.get(spec)
+    if model is None:
+        from vidlab.clip import load_model
+
+        model = load_model(spec)
+        _CLIPS.clear()  # one model at a time: a run uses one CLIP
+        _CLIPS[spec] = model
+    return model
+
+
+_CLIPS: dict[str, Any] = {}
+
+
+def group_by_video(todo: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Job items reordered so that each video's questions come together (videos in order of first appearance,
+    questions in their order): its frames are then decoded once and served from the frame cache."""
+    first: dict[str, int] = {}
+    for it in todo:
+        first.setdefault(str(it["item"]["video_path"]), len(first))
+    order = sorted(range(len(todo)), key=lambda n: (first[str(todo[n]["item"]["video_path"])], n))
+    return [todo[n] for n in order]
+
+
+def frames_per_question(settings: QASettings) -> int:
+    """The most frames one question of ``settings.strategy`` can show (the initial view and every call)."""
+    ep = settings.episode
+    if settings.strategy == AGENT:
+        return ep.num_initial_frames + ep.max_calls * max(ep.uniform_frames, ep.clip_frames)
+    from vidlab.understanding.policies.baselines import BaselineSpec
+
+    return int(BaselineSpec.parse(settings.strategy).k)
+
+
+def video_groups(
+    todo: Sequence[dict[str, Any]], budget_bytes: int, frames_per_item: int, frame_bytes: int
+) -> list[list[dict[str, Any]]]:
+    """Consecutive runs of whole videos (``todo`` grouped by video) whose frames, counted as every question
+    showing ``frames_per_item`` distinct frames of ``frame_bytes``, fill at most half the cache budget."""
+    groups: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    used = 0
+    for _video, part in _runs_of_video(todo):
+        need = len(part) * frames_per_item * frame_bytes
+        if current and used + need > budget_bytes // 2:
+            groups.append(current)
+            current, used = [], 0
+        current += part
+        used += need
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _runs_of_video(todo: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    runs: list[tuple[str, list[dict[str, Any]]]] = []
+    for it in todo:
+        v = str(it["item"]["video_path"])
+        if runs and runs[-1][0] == v:
+            runs[-1][1].append(it)
+        else:
+            runs.append((v, [it]))
+    return runs
+
+
+def _merge_jobs(parts: Sequence[Any]) -> Any:
+    """One JobSummary for the parts of a strategy run video group by video group."""
+    from vidlab.distributed.executor import JobSummary
+
+    seconds = sum(p.seconds for p in parts)
+    done = sum(p.done for p in parts)
+    return JobSummary(
+        total=sum(p.total for p in parts),
+        done=done,
+        skipped=sum(p.skipped for p in parts),
+        failed=sum(p.failed for p in parts),
+        seconds=round(seconds, 4),
+        items_per_s=round(done / seconds, 4) if seconds > 0 else 0.0,
+        errors=[e for p in parts for e in p.errors],
+        done_ids=[i for p in parts for i in p.done_ids],
+        startup_seconds=round(sum(p.startup_seconds for p in parts), 4),
+        backend=parts[0].backend,
+        num_workers=parts[0].num_workers,
+        out_dir=parts[0].out_dir,
+        problems=[q for p in parts for q in p.problems],
+    )
+
+
 # What a valid per-question record holds; a damaged line (e.g. a string score) is redone, not trusted.
 def _record_check() -> Any:
     from vidlab.distributed import require_fields
@@ -410,9 +507,12 @@ def evaluate_items(
     policy: Any = None,
     identity: dict[str, Any] | None = None,
     overwrite: bool = False,
+    ran: Any = None,
 ) -> dict[str, Any]:
     """Evaluate ``settings.strategy`` on ``items`` into ``out_dir`` where ``run`` says; returns its summary
-    (also written as JSON). ``policy``: a ready policy object in place of ``settings.policy``.
+    (also written as JSON). ``policy``: a ready policy object in place of ``settings.policy``. Questions run
+    grouped by video (:func:`group_by_video`); ``ran``: the JobSummary of a pass that already ran them
+    (:func:`run_eval`'s video groups), so only the summary is made.
 
     ``identity`` (see :func:`eval_identity`) makes the folder refuse a rerun with other settings
     (``vidlab.distributed.JobIdentityError``) instead of reusing answers they did not produce."""
@@ -420,9 +520,9 @@ def evaluate_items(
     from vidlab.io import atomic_write_json
 
     out = Path(out_dir)
-    todo = job_items(items)
+    todo = group_by_video(job_items(items))
     label = strategy_label(settings.strategy)
-    job = run_job(
+    job = ran or run_job(
         todo,
         QAWorker,
         out,
@@ -450,6 +550,48 @@ def _job_dict(job: Any) -> dict[str, Any]:
     return {"repr": repr(job)}
 
 
+FRAME_CACHE_JSON = "frame_cache.json"
+
+
+def _run_by_video(
+    qa: Sequence[QAItem], cfg: EvalConfig, common: dict[str, Any], policy: Any, overwrite: bool, budget: int
+) -> dict[str, Any]:
+    """Several strategies in one process: every strategy over a group of videos before the next group, so the
+    frame cache holds a video's frames for all of them ({label: JobSummary}; {} where this does not apply: one
+    strategy, the Ray backend, the cache off)."""
+    from tqdm.auto import tqdm
+
+    from vidlab.distributed import run_job
+
+    if len(cfg.strategies) < 2 or cfg.run.backend != "local" or budget <= 0:
+        return {}
+    todo = group_by_video(job_items(qa))
+    w, h = cfg.episode.max_size
+    per_item = max(frames_per_question(cfg.qa_settings(s)) for s in cfg.strategies)
+    groups = video_groups(todo, budget, per_item, int(w) * int(h) * 3)
+    if len(groups) < 2:
+        return {}  # everything fits at once: strategy by strategy, as always
+    parts: dict[str, list[Any]] = {}
+    for n, group in enumerate(tqdm(groups, desc="eval by video group", unit="group")):
+        for strategy in cfg.strategies:
+            label = strategy_label(strategy)
+            parts.setdefault(label, []).append(
+                run_job(
+                    group,
+                    QAWorker,
+                    Path(cfg.out) / label,
+                    run=cfg.run,
+                    worker_kwargs={"settings": cfg.qa_settings(strategy), "policy": policy},
+                    desc=f"eval {label}",
+                    progress=False,
+                    identity=strategy_identity(common, strategy),
+                    overwrite=overwrite and n == 0,
+                    check_result=_record_check(),
+                )
+            )
+    return {label: _merge_jobs(p) for label, p in parts.items()}
+
+
 def run_eval(
     cfg: EvalConfig,
     items: LoadResult | Sequence[QAItem] | None = None,
@@ -473,7 +615,7 @@ def run_eval(
     ``JobIdentityError`` naming what differs), and only then is anything written into it."""
     from vidlab.config import save_resolved
     from vidlab.distributed import open_job
-    from vidlab.io import atomic_write_text
+    from vidlab.io import atomic_write_json, atomic_write_text
     from vidlab.understanding.policies import check_policy_spec
 
     if policy is None:
@@ -517,11 +659,17 @@ def run_eval(
 
         policy_obj = load_policy(cfg.policy, **(cfg.policy_kwargs or {}))
     summaries: dict[str, dict[str, Any]] = {}
+    from vidlab.video.frame_cache import shared_frame_cache
+
+    frame_cache = shared_frame_cache(cfg.frame_cache_mb)
+    frame_cache.reset_counts()  # OUT/frame_cache.json: this run's decodes, hits and distinct frames
     with open_job(out, common, overwrite=overwrite):
         save_resolved(cfg, out)
         atomic_write_text(
             out / "problems.jsonl", "".join(json.dumps(dataclasses.asdict(p)) + "\n" for p in loaded.problems)
         )
+        use = policy if policy is not None else policy_obj  # None: each Ray worker loads its own
+        ran = _run_by_video(qa, cfg, common, use, overwrite, frame_cache.budget_bytes)
         for strategy in cfg.strategies:
             label = strategy_label(strategy)
             summaries[label] = evaluate_items(
@@ -529,10 +677,13 @@ def run_eval(
                 cfg.qa_settings(strategy),
                 out / label,
                 run=cfg.run,
-                policy=policy if policy is not None else policy_obj,  # None: each Ray worker loads its own
+                policy=use,
                 identity=strategy_identity(common, strategy),
-                overwrite=overwrite,
+                overwrite=overwrite and label not in ran,
+                ran=ran.get(label),
             )
+        if cfg.run.backend == "local":  # Ray actors keep their own caches, in their own processes
+            atomic_write_json(out / FRAME_CACHE_JSON, frame_cache.stats.to_dict())
         title = (
             f"{cfg.benchmark}"
             + (f" ({cfg.split})" if cfg.split else "")

@@ -21,10 +21,10 @@ from vidlab.understanding.env import EpisodeConfig
 from vidlab.understanding.evaluate import QAWorker, eval_identity
 
 
-def test_the_nine_answering_settings_are_declared_once_and_copied_out_whole():
+def test_the_ten_answering_settings_are_declared_once_and_copied_out_whole():
     names = [f.name for f in dataclasses.fields(QASettings)]
-    assert len(names) == 9
-    assert [f.name for f in dataclasses.fields(EvalConfig)][:9] == names  # an EvalConfig *is* QASettings
+    assert len(names) == 10
+    assert [f.name for f in dataclasses.fields(EvalConfig)][:10] == names  # an EvalConfig *is* QASettings
     cfg = EvalConfig(policy="pixel:red", clip_model="vidlab-tiny", judge="rule:exact", strategy="uniform:4",
                      episode=EpisodeConfig(max_calls=2), strategies=("agent", "clip:8"))  # fmt: skip
     qa = cfg.qa_settings("clip:8")
