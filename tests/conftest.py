@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -416,3 +417,23 @@ def _fail_our_deprecations(msg: warnings.WarningMessage) -> None:
 
 
 warnings._showwarnmsg = _fail_our_deprecations  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------ commands as a user types them
+def run_vidlab(
+    cwd: Path, *args: str, timeout: float = 900, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """``vidlab ARGS``: the installed console script run from ``cwd`` (the chain tests run it from a folder that
+    is neither the checkout nor the data's), output captured; no PYTHONPATH or RAY_ADDRESS of the caller's."""
+    exe = Path(sys.executable).parent / "vidlab"
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    env = {**base, **(env or {})}
+    return subprocess.run(
+        [str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+@pytest.fixture(scope="session")
+def vidlab_cli():
+    """:func:`run_vidlab` for a test: ``vidlab_cli(cwd, "index", "../data", ...)``."""
+    return run_vidlab

@@ -37,14 +37,15 @@ def base_folder(data_file: PathLike | None, root: PathLike | None = None) -> Pat
 
 
 def resolve_path(name: PathLike, data_file: PathLike | None = None, root: PathLike | None = None) -> Path:
-    """The file ``name`` (as written inside ``data_file``) refers to: absolute and ``~`` paths as they are; a
-    relative one under ``root`` when given, else under ``data_file``'s folder. ``data_file=None`` and no ``root``
-    leave a relative path relative to the working directory (a path typed on the command line)."""
+    """The file ``name`` (as written inside ``data_file``) refers to, as an absolute path (so every message names
+    it unambiguously): absolute and ``~`` paths as they are; a relative one under ``root`` when given, else under
+    ``data_file``'s folder. ``data_file=None`` and no ``root`` leave a relative path relative to the working
+    directory (a path typed on the command line)."""
     text = os.fspath(name)
     p = Path(text).expanduser()
     if p.is_absolute():
         return p
-    return base_folder(data_file, root) / p
+    return Path(os.path.abspath(base_folder(data_file, root) / p))
 
 
 def relative_to_file(path: PathLike, out_file: PathLike) -> str:

@@ -176,6 +176,11 @@ def _verl(argv: list[str]) -> int:
     print(
         f"train rows: {train_rows} -> {train.path}"
         + (f"; {len(train.bad)} bad rows -> {train.problems_path}" if train.bad else "")
+        + (
+            f"; {train.filtered} row(s) labelled filtered left out (no learning signal)"
+            if train.filtered
+            else ""
+        )
     )
     print(f"val rows: {val_rows} -> {val_path}{held}")
     for key in ("tools", "agent_loop", "config"):

@@ -56,6 +56,7 @@ class ConvertReport:
     rows: int
     bad: list[dict[str, str]] = field(default_factory=list)
     problems_path: str | None = None
+    filtered: int = 0  # rows ``vidlab classify`` labelled filtered: left out by design (no learning signal)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +64,7 @@ class ConvertReport:
             "rows": self.rows,
             "bad": len(self.bad),
             "problems_path": self.problems_path,
+            "filtered": self.filtered,
         }
 
 
@@ -216,10 +218,14 @@ def convert(
 
     good: list[dict] = []
     bad: list[dict[str, str]] = []
+    filtered = 0
     rows: Iterable[Any] = iter_source(source, video_root)
     for i, row in enumerate(tqdm(rows, desc="verl rows", disable=progress is False, leave=False)):
         if limit is not None and len(good) >= limit:
             break
+        if is_filtered(row):
+            filtered += 1
+            continue
         try:
             good.append(convert_row(row, len(good), tools, num_initial))
         except Exception as e:  # noqa: BLE001 - every unusable row is reported, never fatal
@@ -247,7 +253,14 @@ def convert(
         )
     with atomic_path(out) as tmp:
         pq.write_table(pa.Table.from_pylist(good), tmp)
-    return ConvertReport(str(out), len(good), bad, str(problems) if bad else None)
+    return ConvertReport(str(out), len(good), bad, str(problems) if bad else None, filtered)
+
+
+def is_filtered(row: Any) -> bool:
+    """A row ``vidlab classify`` labelled ``filtered`` (neither view ever answered it): no learning signal, so
+    the trainers leave it out, by design and not as a failure."""
+    value = _field(row, "classification")
+    return isinstance(value, str) and value.strip().lower() == "filtered"
 
 
 def read_back(

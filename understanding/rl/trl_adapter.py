@@ -460,7 +460,7 @@ def load_rows(cfg: TrlConfig, failures: list[dict[str, str]] | None = None) -> l
 
     A row that cannot be used (no question or answer, a video that is not there) is left out and appended to
     ``failures`` as ``{"id", "path", "reason"}``; no usable row at all is a ``NoUsableRowsError`` listing them."""
-    from vidlab.understanding.rl.dataset import NoUsableRowsError, iter_source
+    from vidlab.understanding.rl.dataset import NoUsableRowsError, is_filtered, iter_source
 
     if cfg.data:
         source: Any = cfg.data
@@ -474,6 +474,8 @@ def load_rows(cfg: TrlConfig, failures: list[dict[str, str]] | None = None) -> l
         d = dataclasses.asdict(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else dict(r)
         if "__problem__" in d:
             bad.append({"id": f"row {n}", "path": "", "reason": str(d["__problem__"])})
+            continue
+        if is_filtered(d):  # no learning signal: left out by design, as verl's conversion does
             continue
         video = d.get("video") or d.get("video_path")
         options = d.get("options")

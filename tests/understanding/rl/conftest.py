@@ -48,3 +48,28 @@ def tiny_dir(rl_root) -> Path:
     from vidlab.understanding.policies.tiny_qwen import save_tiny_qwen_vl
 
     return save_tiny_qwen_vl(rl_root / "tiny-qwen2_5_vl", "qwen2_5_vl", seed=0)
+
+
+# ------------------------------------------------------------------- the documented chain, as a user runs it
+@pytest.fixture(scope="session")
+def labelled_chain(tmp_path_factory, vidlab_cli) -> dict[str, Path]:
+    """The chain's first two commands, from a working directory that is neither the checkout nor the data's
+    folder, with paths typed relative to it: ``vidlab toyworld-data ../data 2 --world where`` (10 questions over
+    two long videos) then ``vidlab classify --data ../data/test/questions.jsonl --policy toy:where --out
+    ../runs/labelled.jsonl``. Returns the folders and files (``cwd``, ``data``, ``runs``, ``labelled``)."""
+    root = tmp_path_factory.mktemp("chain")
+    cwd = root / "cwd"
+    cwd.mkdir()
+    made = vidlab_cli(cwd, "toyworld-data", "../data", "2", "--world", "where", "--no-progress")
+    assert made.returncode == 0, made.stderr[-3000:]
+    lab = vidlab_cli(
+        cwd, "classify", "--data", "../data/test/questions.jsonl", "--policy", "toy:where",
+        "--out", "../runs/labelled.jsonl", "classify.k=1",
+    )  # fmt: skip
+    assert lab.returncode == 0, lab.stderr[-3000:]
+    return {
+        "cwd": cwd,
+        "data": root / "data" / "test" / "questions.jsonl",
+        "runs": root / "runs",
+        "labelled": root / "runs" / "labelled.jsonl",
+    }

@@ -402,3 +402,31 @@ def test_ray_job_submits_to_a_real_head_started_the_default_way(launch, tmp_path
     )  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "refused the auth token from RAY_AUTH_TOKEN" in bad.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_chain_labelled_file_to_verl_launch_files_and_a_dry_run_on_a_local_head(
+    labelled_chain, vidlab_cli, ray_head
+):
+    """The documented chain's verl branch from another folder: `vidlab classify`'s labelled file -> `vidlab
+    train-agent --engine verl` (paths typed relative to the working directory; the rows' videos found beside the
+    labelled file) -> `ray_job.sh --dry-run`, which runs its checks on a real local head."""
+    res = vidlab_cli(
+        labelled_chain["cwd"], "train-agent", "--engine", "verl", "--preset", "verl-qwen3-vl-8b",
+        "--data", "../runs/labelled.jsonl", "--out", "../runs/verl",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(x) for x in labelled_chain["labelled"].read_text().splitlines()]
+    used = sum(r["classification"] != "filtered" for r in rows)
+    report = json.loads((labelled_chain["runs"] / "verl" / "train_report.json").read_text())
+    assert report["train"]["rows"] == used and report["train"]["bad"] == 0
+    assert report["train"]["filtered"] == len(rows) - used
+    env = dict(ray_head["env"], RAY_ADDRESS=ray_head["url"], RAY_PYTHON=sys.executable)
+    dry = subprocess.run(
+        ["bash", "../runs/verl/ray_job.sh", "--dry-run"], cwd=labelled_chain["cwd"], env=env,
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-4000:]
+    assert "ray_job.sh: dry run OK on the cluster" in out and "succeeded" in out
