@@ -100,13 +100,16 @@ def _own_words(exc: Exception, cfg: Any) -> Exception:
 def check_devices(cfg: Any) -> None:
     """Refuse, naming the setting, a ``generate.device`` this machine lacks or GPU workers on a local Ray with
     no GPU (Ray would otherwise wait forever for a node that can fulfil ``{'GPU': 1}``)."""
-    from vidlab.devices import require_device, require_local_gpus
+    from vidlab.devices import check_devices as check_settings  # the one device check of every command
 
-    require_device(cfg.generate.device, "generate.device")
     run = cfg.run
     gpus = getattr(run, "gpus_per_worker", getattr(run, "num_gpus_per_worker", 0))
-    if run.backend == "ray":
-        require_local_gpus(gpus, "run.gpus_per_worker", hint=" generate.device=cpu")
+    check_settings(
+        {"generate.device": cfg.generate.device},
+        backend=run.backend,
+        gpus_per_worker=gpus,
+        hint=" generate.device=cpu",
+    )
 
 
 def _finish(cfg: Any, command: str, total: int, listed: str | None, what: str = "item", retry: bool = True) -> int:
@@ -137,6 +140,8 @@ def _main(args: argparse.Namespace) -> int:
             cls = get_metric(name)
             print(f"{name:22s} {getattr(cls, 'description', '')}")
         return 0
+    from vidlab.distributed import check_run
+
     cfg = _config(args)
     if args.command == "plan":
         from vidlab.generation.compbench.jobs import plan_run
@@ -152,6 +157,7 @@ def _main(args: argparse.Namespace) -> int:
         from vidlab.generation.compbench.jobs import generate_run
 
         check_devices(cfg)  # a GPU preset on a machine without one: one line, before Ray waits for a GPU node
+        check_run(cfg.run)  # an unreachable RAY_ADDRESS: one line, before the plans or the job are written
 
         res = generate_run(cfg, overwrite=args.overwrite)
         fails = res["plan_failed"]
@@ -161,8 +167,10 @@ def _main(args: argparse.Namespace) -> int:
         )
         return _finish(cfg, "generate", res["items"] + len(fails), res.get("failures_file"), retry=True)
     if args.command == "score":
+        from vidlab.devices import check_devices as check_settings
         from vidlab.generation.compbench.scoring import failed_items, score_run
 
+        check_settings({"score.device": cfg.score.device})  # scoring runs in this process
         summaries = score_run(cfg, overwrite=args.overwrite)
         print(json.dumps(summaries, indent=1))
         failed_items(summaries)  # a silent partial score would skew the report: each failure is named below

@@ -57,6 +57,14 @@ def index(clips, tmp_path_factory):
     return cache
 
 
+def _questions(folder: Path, video: Path, n: int = 1) -> Path:
+    """A question file of ``n`` two-option questions about ``video`` (rows of eval-qa and classify alike)."""
+    row = {"video": str(video), "question": "What colour?", "options": ["red", "blue"], "answer": "A"}
+    data = folder / "q.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", **row}) + "\n" for i in range(n)))
+    return data
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,14 +79,7 @@ def test_an_unreachable_ray_address_is_one_line_within_30_s_and_writes_nothing(c
     if command == "index":
         argv = ["index", str(clips / "short.mp4"), "--cache-dir", str(out), "--backend", "ray"]
     else:
-        data = tmp_path / "q.jsonl"
-        row = {
-            "id": "q1",
-            "video": str(clips / "short.mp4"),
-            "question": "What colour?",
-            "options": ["red", "blue"],
-        }
-        data.write_text(json.dumps({**row, "answer": "A"}) + "\n")
+        data = _questions(tmp_path, clips / "short.mp4")
         argv = ["eval-qa", "--data", str(data), "--policy", "const:A", "--backend", "ray", "--out", str(out)]
     env = {**os.environ, "RAY_ADDRESS": address}
     t0 = time.monotonic()
@@ -143,14 +144,7 @@ needs_no_gpu = pytest.mark.skipif(cuda_device_count() > 0, reason="this machine 
     ids=["index", "search", "qa", "eval-qa", "classify", "generate", "compbench"],
 )  # fmt: skip
 def test_a_missing_gpu_is_the_same_one_line_in_every_command(clips, index, tmp_path, capsys, argv, setting):
-    data = tmp_path / "q.jsonl"
-    row = {
-        "id": "q1",
-        "video": str(clips / "short.mp4"),
-        "question": "What colour?",
-        "options": ["red", "blue"],
-    }
-    data.write_text(json.dumps({**row, "answer": "A"}) + "\n")
+    data = _questions(tmp_path, clips / "short.mp4")
     out = tmp_path / "out"
     fill = {"short": str(clips / "short.mp4"), "out": str(out), "index": str(index), "data": str(data)}
     before = _files(index)
@@ -278,13 +272,7 @@ def test_generate_refuses_a_folder_with_files_unless_overwrite(tmp_path, capsys)
 
 
 def test_eval_qa_into_its_own_folder_resumes_and_says_so_in_one_line(clips, tmp_path, capsys):
-    data = tmp_path / "q.jsonl"
-    rows = [
-        {"id": f"q{i}", "video": str(clips / "short.mp4"), "question": "What colour?", "options": ["red", "blue"],
-         "answer": "A"}
-        for i in range(3)
-    ]  # fmt: skip
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = _questions(tmp_path, clips / "short.mp4", n=3)
     out = tmp_path / "ev"
     argv = ["eval-qa", "--data", str(data), "--policy", "const:A", "--out", str(out)]
     assert main(argv) == 0
