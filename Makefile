@@ -31,9 +31,9 @@ quickstart: venv
 	$(BIN)/vidlab contact-sheet $(OUT)/synthetic.mp4 --out $(OUT)/contact_sheet.png --frames 16
 	# Comp-Attn on the small Wan trained on the coloured-shapes world (generation/toyworld/weights)
 	# four seeds, each judged by the exact detector: two subjects are the hard case (both drawn in about a quarter)
-	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --out $(OUT)/generate --attention-maps
+	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --out $(OUT)/generate --attention-maps --overwrite
 	# the same seeds with Comp-Attn off: the control
-	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --no-sci --no-lam --out $(OUT)/generate-off
+	$(BIN)/vidlab generate "a red circle to the left of a blue square" --preset generate/toyworld-calibrated --num-videos 4 --no-sci --no-lam --out $(OUT)/generate-off --overwrite
 	# VideoBrain's default toy policy toy:where + its toy CLIP (understanding/toyworld/weights/where) on synthetic
 	# long videos of the default toy world (toy:shipped, the default world's own policy, runs by name)
 	$(BIN)/vidlab toyworld-data $(OUT)/toyworld 4
