@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 
 ALLOT = ("largest_remainder", "floor")
 
@@ -109,7 +109,7 @@ def selector_config(method: str, params: dict[str, Any] | None = None) -> Any:
     for key, raw in (params or {}).items():
         if key not in fields:
             raise SelectorError(f"{method}: no parameter {key!r} (it has {', '.join(fields)})")
-        kind = type(fields[key].default)
+        kind: Any = type(fields[key].default)
         try:
             if kind is bool and isinstance(raw, str):
                 if raw.lower() not in ("true", "false", "1", "0"):
@@ -256,7 +256,7 @@ def aks_select(frames: Any, sims: Any, k: int, config: AKSConfig | None = None) 
     return sorted(set(out))
 
 
-_FUNCS = {"topk": topk_select, "bolt": bolt_select, "aks": aks_select}
+_FUNCS: dict[str, Callable[..., list[int]]] = {"topk": topk_select, "bolt": bolt_select, "aks": aks_select}
 
 
 def select(method: str, frames: Any, sims: Any, k: int, params: dict[str, Any] | None = None) -> list[int]:
