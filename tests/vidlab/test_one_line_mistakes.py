@@ -243,6 +243,9 @@ def test_synth_without_a_video_extension_says_add_mp4_before_anything(tmp_path, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "add .mp4" in err and f"{out}.mp4" in err and "render" not in err
     assert not (tmp_path / "new").exists()
+    assert main(["synth", str(tmp_path / "new" / "clip.mp4"), "--frames", "0"]) == 2
+    assert capsys.readouterr().err == "vidlab synth: error: --frames must be >= 1, got 0\n"
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_corrupt_video_named_on_the_command_line_leaves_no_cache_folder(clips, tmp_path, capsys):

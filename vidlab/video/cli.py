@@ -119,7 +119,8 @@ def synth_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     a = ap.parse_args(argv)
     if a.frames < 1:
-        ap.error("--frames must be >= 1")
+        print(f"vidlab synth: error: --frames must be >= 1, got {a.frames}", file=sys.stderr)
+        return 2
     suffix = Path(a.out).suffix.lower()
     if suffix not in SYNTH_EXTS:  # before any folder, temporary file or progress bar
         why = "has no video extension" if not suffix else f"ends in {suffix!r}, not a video extension"
