@@ -452,7 +452,11 @@ questions are skipped, failed ones retried; more --num-workers or a larger --lim
 other settings or data is refused, naming what differs: pass another --out, or --overwrite to start over.
 A second run into a folder that is in use is refused in one line and touches nothing.
 Outputs: OUT/<strategy>/results.jsonl (one record per question), OUT/summary.json, OUT/summary.md,
-OUT/accuracy_vs_frames.png, OUT/problems.jsonl (records the loader skipped), OUT/config.yaml, OUT/job.json.
+OUT/accuracy_vs_frames.png, OUT/problems.jsonl (records the loader skipped), OUT/config.yaml, OUT/job.json,
+OUT/failures.jsonl (every question that failed, with its video and the reason, and every skipped record).
+A jsonl file's relative video paths resolve against its own folder (or --video-dir). Exit status: 0 every
+question answered, 3 some failed (a missing or undecodable video, a policy that kept failing), 4 none was
+answered, each failure named on stderr; 2 a usage error (docs/reference/cli.md, "Paths and exit codes").
 """
 
 
@@ -597,6 +601,10 @@ the question), then labelled direct / adaptive / active / filtered (rule: docs/g
 (identity: the classify settings, policy, CLIP model, judge and the data's content; a rerun with other
 settings is refused, naming what differs, unless --overwrite); the labelled rows go to OUT and failures to
 OUT.errors.jsonl (retried on the next run).
+Paths: a row's relative video resolves against the --data file's folder (or --video-root), and OUT names each
+video relative to its own folder, so it feeds train-agent and eval-qa from anywhere. Exit status: 0 every row
+labelled, 3 some rows failed, 4 none was labelled (each failure named on stderr), 2 a usage error
+(docs/reference/cli.md, "Paths and exit codes").
 """
 
 

@@ -10,6 +10,7 @@ under the file's own folder (a name without extension may omit ``.mp4`` and the 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def load(
     for f in files:
         rows, bad = read_jsonl(f, skip_bad_lines=skip_bad_lines)
         problems.extend(bad)
-        vdirs = [base_folder(f, video_dir)]
+        vdirs = [Path(os.path.abspath(base_folder(f, video_dir)))]  # absolute: messages name the file plainly
         for n, rec in enumerate(rows):
             qid = str(_first(rec, "id", "question_id", "uid") or f"{f.name}#{n + 1}")
             options = _first(rec, "options", "candidates", "choices")
