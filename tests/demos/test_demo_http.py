@@ -223,6 +223,22 @@ def test_qa_trajectory_end_to_end(served, tmp_path):
     assert shown == set(final["frame_indices"]) and len(shown) == final["frames_used"]
 
 
+def test_qa_strategy_menu_picks_frames_once(served, tmp_path):
+    """The page's strategy menu: a one-shot baseline instead of the agent (no tool calls, its K frames shown)."""
+    from gradio_client import handle_file
+
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
+
+    path = write_needle_benchmark(tmp_path / "needles", n=1, num_frames=200)
+    row = json.loads(Path(path).read_text().splitlines()[0])
+    video = Path(row["video"]) if Path(row["video"]).is_absolute() else Path(path).parent / row["video"]
+    _, _, turns, gallery, final = served["client"].predict(
+        handle_file(str(video)), row["question"], "\n".join(row["options"]), "uniform:16", api_name="/qa"
+    )
+    assert final["tool_calls"] == 0 and final["frames_used"] == 16 and final["end_reason"] == "answered (uniform-16)"
+    assert len(gallery) == 16 and "tool call" not in turns
+
+
 def test_only_app_files_are_served(served, tmp_path):
     import requests
 
