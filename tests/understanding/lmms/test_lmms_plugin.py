@@ -211,3 +211,29 @@ def test_lmms_eval_cli_with_the_trained_toy_policy_and_its_clip(tmp_path):
     assert all(g["response"] in "ABCD" and g["response"] for g in got)  # a letter for every question
     # the same episodes answered both tasks (greedy, deterministic): identical responses per doc
     assert [g["response"] for g in got] == [g["response"] for g in by_task["vb_toy_shifted"]]
+
+
+@pytest.mark.slow
+def test_lmms_eval_cli_runs_a_frame_selector_with_its_parameters(tmp_path):
+    """``strategy=aks:8:t1=0.6;max_depth=3`` through lmms-eval's own --model_args parsing: one turn, no tools, at
+    most 8 frames picked from the CLIP frame index, scored as recorded."""
+    from vidlab.understanding.benchmarks.synthetic import write_needle_benchmark
+
+    jsonl = write_needle_benchmark(tmp_path / "nb", n=2, num_frames=200, fps=10.0)
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    for r in rows:
+        r["video"] = str(jsonl.parent / r.pop("video"))
+        r.pop("extra", None)
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "utils.py").write_text(TASK_UTILS)
+    _task(tasks, "vb_sel", rows)
+    traj = tmp_path / "trajectories.jsonl"
+    args = (
+        f"policy=pixel:red,clip_model=vidlab-tiny,cache_dir={tmp_path / 'cache'},"
+        f"strategy=aks:8:t1=0.6;max_depth=3,trajectories={traj}"
+    )
+    report = _lmms_eval(tmp_path, args, ["vb_sel"], tasks)
+    got = _scored_as_recorded(report, traj, {"vb_sel": rows})["vb_sel"]
+    assert all(g["valid"] and g["num_tool_calls"] == 0 and 1 <= len(g["frames_used"]) <= 8 for g in got)
+    assert all(g["response"] in ("A", "B") for g in got)
