@@ -45,16 +45,20 @@ def test_kill_9_mid_run_then_resume(tmp_path, compbench_suite):
         data=str(compbench_suite),
         out=str(out),
         categories=["consistent_attr"],
-        # 8 items: the kill comes after 2 (on an idle machine 4 items once all finished before the kill landed)
+        # 8 items: the job is held after 2 (VIDLAB_JOB_HOLD_*), killed there, then resumed
         prompts_per_category=4,
         methods=["baseline", "both"],
     )
     cfg["run"]["progress"] = False
     preset = tmp_path / "cb.yaml"
     preset.write_text(yaml.safe_dump(cfg))
+    hold = tmp_path / "hold"
+    hold.touch()  # the job waits before its third item while this exists: the kill lands after exactly two
+    env = {**os.environ, "VIDLAB_JOB_HOLD_FILE": str(hold), "VIDLAB_JOB_HOLD_AFTER": "2"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "vidlab.generation.compbench", "generate", "--preset", str(preset)],
         cwd=ROOT,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -70,7 +74,7 @@ def test_kill_9_mid_run_then_resume(tmp_path, compbench_suite):
         if proc.poll() is None:
             proc.kill()
     done_before = {r["id"] for r in _ok_records(out)}
-    assert 2 <= len(done_before) < 8, done_before
+    assert len(done_before) == 2, done_before
     # damage one finished video (a truncated file must never count as done) and leave a writer's temporary
     victim = sorted(done_before)[0]
     vpath = out / next(r["result"]["video"] for r in _ok_records(out) if r["id"] == victim)
