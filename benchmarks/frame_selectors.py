@@ -71,6 +71,9 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--budgets", nargs="+", type=int, default=list(FIXED_BUDGETS), help="fixed K beside the agent's own"
     )
+    ap.add_argument(
+        "--plot", type=Path, default=None, help="also draw accuracy against frames per world (PNG)"
+    )
     args = ap.parse_args(argv)
     args.quick = args.quick or args.smoke
     if args.smoke:  # one video per part, one fixed budget
@@ -460,6 +463,37 @@ def count_bins(counts: list[dict]) -> dict[str, Any]:
     return out
 
 
+def plot(figures: dict[str, Any], path: Path) -> None:
+    """Accuracy against mean distinct frames, one panel per world: each method across its budgets, the agent as
+    a star."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    worlds = figures["worlds"]
+    fig, axes = plt.subplots(1, len(worlds), figsize=(4.2 * len(worlds), 3.6), squeeze=False)
+    for ax, (name, res) in zip(axes[0], worlds.items()):
+        s = res["strategies"]
+        for m in METHODS:
+            pts = sorted((v["frames"], v["accuracy"]) for n, v in s.items() if n.split("-")[0] == m)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+        ax.plot([s["agent"]["frames"]], [s["agent"]["accuracy"]], marker="*", markersize=14, ls="", color="k",
+                label=f"agent ({POLICY})")  # fmt: skip
+        ax.set_title(f"{name} ({res['n_questions']} questions)")
+        ax.set_xlabel("distinct frames shown (mean)")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("accuracy")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    from vidlab.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -485,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(f"\n{name}: {res['n_questions']} questions, agent budget {res['budget']} frames (validation)")
         print_table(rows, ["strategy", "accuracy", "frames", "calls", "in_view", "agent-minus", "ci95"])
+    if args.plot:
+        plot(figures, args.plot)
     figures["seconds"] = round(time.perf_counter() - t0, 1)
     emit_json(figures, args.out / "frame_selectors.json")
     return 0
