@@ -24,6 +24,7 @@ question built it), ``"cached"`` (it was there) or None (no CLIP); a summary's `
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -207,6 +208,8 @@ class QAWorker:
         from vidlab.video.frame_cache import shared_frame_cache
 
         self.frame_cache = shared_frame_cache(settings.frame_cache_mb)
+        # (path, key, reader, CLIP index) of the video of the previous question, kept while the cache is on
+        self._video: tuple[str, Any, Any, Any] | None = None
         self._index_built: list[
             bool
         ] = []  # per FrameIndex.build of the current question: built (True) or found
@@ -228,10 +231,17 @@ class QAWorker:
         from vidlab.understanding.agents import ClipAgent
 
         model = self.clip_model()
-        index = FrameIndex.build(
-            video_path, model, self.clip_sampling, cache_dir=self.cache_dir, progress=False
-        )
-        self._index_built.append(bool(index.meta.get("built")))
+        video = self._video if self._video is not None and self._video[0] == str(video_path) else None
+        index = video[3] if video is not None else None
+        if index is not None:  # the previous question's, of the same video: found, not built
+            self._index_built.append(False)
+        else:
+            index = FrameIndex.build(
+                video_path, model, self.clip_sampling, cache_dir=self.cache_dir, progress=False
+            )
+            self._index_built.append(bool(index.meta.get("built")))
+            if video is not None:
+                self._video = (*video[:3], index)
         return ClipAgent(
             index,
             model,
@@ -275,7 +285,6 @@ class QAWorker:
 
     def process(self, job_item: dict[str, Any]) -> dict[str, Any]:
         """One question -> one record (prediction, correctness, reason, frames, calls); a bad video raises."""
-        from vidlab.video import open_video
 
         item = QAItem.from_dict(job_item.get("item", job_item))
         t0 = time.perf_counter()
@@ -291,10 +300,10 @@ class QAWorker:
             "video_path": item.video_path,
             "answer": item.answer,
         }
-        from vidlab.video.frame_cache import CachedReader, video_key
+        from vidlab.video.frame_cache import CachedReader
 
-        # VideoReadError -> an error record, the job goes on
-        reader: Any = CachedReader(open_video(item.video_path), self.frame_cache, video_key(item.video_path))
+        raw, key = self._open(item.video_path)
+        reader: Any = CachedReader(raw, self.frame_cache, key)
         if item.duration is None:
             base["duration"] = round(float(reader.duration), 3)
         if not item.duration_group:
@@ -304,6 +313,36 @@ class QAWorker:
         rec["clip_index"] = ("built" if any(self._index_built) else "cached") if self._index_built else None
         rec["seconds"] = round(time.perf_counter() - t0, 3)
         return rec
+
+    def _open(self, path: str) -> tuple[Any, Any]:
+        """The reader of ``path`` and its frame-cache key. With the frame cache on, the reader (and the video's
+        CLIP index) stay open from the previous question of the same video (questions run grouped by video);
+        with it off (``frame_cache_mb=0``, the path before the cache) every question opens the video afresh."""
+        from vidlab.video import open_video
+        from vidlab.video.frame_cache import video_key
+
+        keep = self.frame_cache.budget_bytes > 0
+        if keep and self._video is not None and self._video[0] == str(path):
+            try:
+                if video_key(path) == self._video[1]:
+                    return self._video[2], self._video[1]
+            except OSError:
+                pass
+        if self._video is not None:
+            self._close_video()
+        reader = open_video(path)  # VideoReadError -> an error record, the job goes on
+        key = video_key(path)
+        if keep:
+            self._video = (str(path), key, reader, None)
+        return reader, key
+
+    def _close_video(self) -> None:
+        video, self._video = self._video, None
+        for part in (video or ())[2:]:
+            with contextlib.suppress(Exception):  # noqa: BLE001 - closing what is no longer used
+                closer = getattr(part, "close", None)
+                if closer is not None:
+                    closer()
 
     def score(self, item: QAItem, traj: Any) -> dict[str, Any]:
         """Correctness and the trajectory facts that go into a record."""

@@ -289,6 +289,7 @@ class ClipModel:
         self.model = module.eval()
         self.text_cache = TextCache(text_cache_size)
         self._text_tower: Any = None  # vidlab.clip.text_tower.TextEncoder, or False for the full pass
+        self.text_prefix = True  # False: the full padded pass (the baseline benchmarks compare against)
         self.tokenizer = tokenizer
         self.tag = tag
         self.spec = spec or tag
@@ -426,7 +427,7 @@ class ClipModel:
         rows batched by the length they need (the full padded pass where that is not exact)."""
         import torch
 
-        tower = self.text_tower()
+        tower = self.text_tower() if self.text_prefix else None
         if tower is None:
             feats = self.model.encode_text(tokens)
         else:
