@@ -35,6 +35,8 @@ Choices that are ours (configurable, documented in ``docs/guides/videobrain-qa.m
 - ``topk.suppress`` (default 0.5): the suppression radius in uniform strides (no paper fixes one).
 - A constant curve (no signal) normalises to zeros in the published code (a division by zero); here BOLT then
   samples uniformly and AKS splits to its depth and takes each leaf's first frames.
+- ``bolt`` with ``k = 1`` reads the CDF at 0.5 (the median draw); the published ``linspace(1, 0, 1)`` reads it at
+  1.0, the last frame with any weight.
 """
 
 from __future__ import annotations
