@@ -150,9 +150,11 @@ def _main(args: argparse.Namespace) -> int:
         print(
             f"layouts: {res.planned} planned, {res.reused} reused, {len(res.failed)} failed (in {cfg.out}/layouts)"
         )
-        for pid, err in list(res.failed.items())[:5]:
-            print(f"  {pid}: {err[:160]}")
-        return 0 if not res.failed else 1
+        from vidlab.generation.compbench.jobs import plan_failures
+        from vidlab.outcome import BatchOutcome, finish
+
+        outcome = BatchOutcome(res.planned + res.reused + len(res.failed), plan_failures(res.failed))
+        return finish("vidlab compbench plan", outcome, what="layout")
     if args.command == "generate":
         from vidlab.generation.compbench.jobs import generate_run
 

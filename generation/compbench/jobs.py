@@ -212,12 +212,19 @@ def generation_failures(
     from vidlab.outcome import Failure
 
     manifest = Path(cfg.out) / MANIFEST
-    found = [Failure(f"layout {pid}", " ".join(str(err).split())) for pid, err in plan_failed.items()]
+    found = plan_failures(plan_failed)
     for r in rows:
         if r["status"] != "ok":
             why = r.get("error") or "not generated (the run stopped before it)"
             found.append(Failure(r["id"], why, str(resolve_path(r["video"], manifest))))
     return found
+
+
+def plan_failures(plan_failed: dict[str, str]) -> list[Any]:
+    """Each layout the planner could not make, as a :class:`vidlab.outcome.Failure` (``layout <prompt id>``)."""
+    from vidlab.outcome import Failure
+
+    return [Failure(f"layout {pid}", " ".join(str(err).split())) for pid, err in plan_failed.items()]
 
 
 def write_failures(

@@ -117,10 +117,12 @@ def test_benchmark_files_that_hold_no_questions_are_refused(data, tmp_path, caps
     assert "truncated.jsonl: line 2: not valid JSON" in err
     assert not (tmp_path / "o").exists()  # refused before the output folder was made
 
-    # asked for: the bad line is skipped into problems.jsonl and the rest is evaluated
+    # asked for: the bad line is skipped into problems.jsonl and the rest is evaluated; the skipped line is a
+    # failed item, named, and the run ends "finished with some failures" (exit 3)
     ok = tmp_path / "skip"
     argv = ["eval-qa", "--benchmark", "jsonl", "--data", str(data / "truncated.jsonl"), "--policy", "const:A"]
-    assert main([*argv, "--out", str(ok), "--skip-bad-lines", "--strategies", "uniform:4"]) == 0
+    assert main([*argv, "--out", str(ok), "--skip-bad-lines", "--strategies", "uniform:4"]) == 3
+    assert "1 of 3 question(s) failed" in capsys.readouterr().err
     problems = [json.loads(x) for x in (ok / "problems.jsonl").read_text().splitlines()]
     assert [p["record"] for p in problems] == ["line 2"]
     assert json.loads((ok / "summary.json").read_text())["uniform-4"]["n"] == 2

@@ -121,3 +121,32 @@ def test_verl_engine_writes_dataset_tool_config_and_launch(needles, tmp_path, ca
     assert shipped == tool_config(resolve(VerlConfig, "verl-qwen3-vl-8b"))
     assert verl_main(["--out", str(tmp_path / "x")]) == 2
     assert "no training data" in capsys.readouterr().err
+
+
+def test_verl_names_each_unusable_row_and_exits_3_or_4(needles, tmp_path, capsys):
+    """train-agent's data reading ends as every batch command does: a row whose video is not there is named
+    (its path by the one path rule, the reason, the file listing all), exit 3; no usable row at all, exit 4."""
+    from vidlab.outcome import NONE_OK, SOME_FAILED
+    from vidlab.understanding.rl.cli import verl_main
+
+    rows = [json.loads(x) for x in needles.read_text().splitlines()]
+    gone = {**rows[0], "id": "gone", "video": "videos/gone.mp4"}
+    some = needles.parent / "some_gone.jsonl"  # beside the videos: its relative paths resolve there
+    some.write_text("".join(json.dumps(r) + "\n" for r in [*rows, gone]))
+    out = tmp_path / "vb"
+    assert (
+        verl_main(["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{some}", "--out", str(out)])
+        == SOME_FAILED
+    )
+    err = capsys.readouterr().err
+    missing = str(needles.parent / "videos" / "gone.mp4")
+    assert "1 of 3 data row(s) failed:" in err and f"gone: video {missing!r} not found" in err, err
+    assert str(out / "train.parquet.problems.jsonl") in err
+    none = needles.parent / "all_gone.jsonl"
+    none.write_text(json.dumps(gone) + "\n")
+    assert (
+        verl_main(["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{none}", "--out", str(tmp_path / "n")])
+        == NONE_OK
+    )
+    err = capsys.readouterr().err
+    assert "no usable rows" in err and "all 1 data row(s) failed:" in err and missing in err
