@@ -226,7 +226,9 @@ def _qa_parser() -> argparse.ArgumentParser:
         help="policy spec (see below); required unless a preset or policy=... sets it "
         "(const:A, the answer-A baseline, is never picked silently)",
     )
-    p.add_argument("--strategy", help="agent (default), uniform:K, clip:K, or a selector topk:K, aks:K, bolt:K")
+    p.add_argument(
+        "--strategy", help="agent (default), uniform:K, clip:K, or a selector topk:K, aks:K, bolt:K"
+    )
     p.add_argument(
         "--clip-model",
         help="CLIP model for clip_sample, e.g. ViT-B-16:openai; auto (default): the policy's own CLIP if it ships "
@@ -478,7 +480,11 @@ def _eval_parser() -> argparse.ArgumentParser:
         help="policy spec: toy:where (the default toy policy), toy:shipped, toy:DIR, hf:..., hf-tiny:..., "
         "openai:URL@MODEL, replay:FILE, const:X, pixel:COLOUR",
     )
-    p.add_argument("--strategies", nargs="+", help="agent, uniform:K, clip:K, topk:K, aks:K, bolt:K (several = one comparison plot)")
+    p.add_argument(
+        "--strategies",
+        nargs="+",
+        help="agent, uniform:K, clip:K, topk:K, aks:K, bolt:K (several = one comparison plot)",
+    )
     p.add_argument("--out", help="output folder (default outputs/eval-qa)")
     p.add_argument(
         "--overwrite", action="store_true", help="start the job in --out over (deletes its records)"

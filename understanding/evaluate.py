@@ -743,7 +743,9 @@ def run_eval(
 FAILURES = "failures.jsonl"
 
 
-def eval_failures(out: str | Path, qa: Sequence[QAItem], problems: Sequence[Any], labels: Sequence[str]) -> list[Any]:
+def eval_failures(
+    out: str | Path, qa: Sequence[QAItem], problems: Sequence[Any], labels: Sequence[str]
+) -> list[Any]:
     """The failed items of an evaluation in ``out``: each record the loader skipped, then each question that
     failed in any strategy (its video path and the first strategy's reason, naming the strategies where it
     failed in only some)."""

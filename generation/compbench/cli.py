@@ -112,7 +112,9 @@ def check_devices(cfg: Any) -> None:
     )
 
 
-def _finish(cfg: Any, command: str, total: int, listed: str | None, what: str = "item", retry: bool = True) -> int:
+def _finish(
+    cfg: Any, command: str, total: int, listed: str | None, what: str = "item", retry: bool = True
+) -> int:
     """The batch ending (:mod:`vidlab.outcome`): each failure named on stderr from ``listed``; exit 0, 3 or 4."""
     from vidlab.outcome import BatchOutcome, failure_from, finish
 

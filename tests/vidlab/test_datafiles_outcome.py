@@ -30,7 +30,9 @@ def test_relative_paths_resolve_against_the_data_files_folder_or_the_root(tmp_pa
     assert resolve_path("/abs/a.mp4", data, root="/mnt/v") == Path("/abs/a.mp4")
     assert resolve_path("~/a.mp4", data) == Path.home() / "a.mp4"
     assert resolve_path("a.mp4") == tmp_path / "a.mp4"  # typed on the command line: the working directory
-    assert resolve_path("v/a.mp4", "../d/rows.jsonl") == tmp_path.parent / "d" / "v" / "a.mp4"  # always absolute
+    assert (
+        resolve_path("v/a.mp4", "../d/rows.jsonl") == tmp_path.parent / "d" / "v" / "a.mp4"
+    )  # always absolute
 
 
 def test_a_written_path_resolves_back_to_the_same_file(tmp_path):
