@@ -7,7 +7,10 @@ Per video cell (10 and 60 minutes, 480p and 720p, GOP 30 and 250), side by side 
    that run's own; its frames/s against the ideal min(encoder, N-worker decode);
 3. after indexing, the cost of a question on the longest video: a ``clip_sample`` call (ms; the tool's choice
    over the hour's index, and with the 4 chosen frames decoded) and a whole ``toy:where`` episode, with the
-   decoder's and the encoder's calls counted to show that nothing is decoded or encoded twice.
+   decoder's and the encoder's calls counted to show that nothing is decoded or encoded twice. Each question is
+   a new prompt (no text cache); the text tower runs over the prompt's own tokens, and the same calls with the
+   full 77-position pass (``text_prefix=False``) are timed beside it, rounds alternating; a prompt asked again
+   is timed too (served by the text-embedding cache).
 The load average is printed beside every figure (other jobs on the machine slow both sides of a ratio alike).
 
 Videos are made once under ``--workdir`` (reruns reuse them) by Debian's ``ffmpeg`` CLI: a base clip of 750
@@ -20,8 +23,8 @@ seconds, 160x90 and 320x180, the tiny built-in model). The encoder is ViT-B-32 w
 a real CLIP; random weights cost the same), 2 decode workers on CPU.
 
 Targets (printed met / not met): the whole index >= 0.9 of the ideal on the 60-minute videos; 2 decode workers
->= 1.6x one on 720p; RSS flat (60 minutes <= 1.2x 10 minutes); a clip_sample question after indexing <= 50 ms
-on the CPU over an hour.
+>= 1.6x one on 720p; RSS flat (60 minutes <= 1.2x 10 minutes); a clip_sample question after indexing <= 20 ms
+median on one CPU thread over an hour.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # OpenMP threads that wait by sleeping, not spinning: the encoder's threads share the cores with the decode
@@ -53,7 +57,7 @@ GOPS = (30, 250)
 # length label -> (seconds, source fps, index sampling)
 LENGTHS = {"10min": (600, 25, "fps=1"), "60min": (3600, 2, "fps=0.25")}
 QUICK_LENGTHS = {"10min": (10, 25, "fps=5"), "60min": (60, 5, "fps=1")}
-TARGETS = {"ideal_ratio_60": 0.9, "decode_speedup_2": 1.6, "rss_ratio_60_10": 1.2, "question_ms": 50.0}
+TARGETS = {"ideal_ratio_60": 0.9, "decode_speedup_2": 1.6, "rss_ratio_60_10": 1.2, "question_ms": 20.0}
 QUESTION = "What colour was the triangle?"
 OPTIONS = ["red", "green", "blue", "yellow"]
 
@@ -433,12 +437,24 @@ def _question_costs(cell: dict, model, args) -> dict:
     n = reader.num_frames
     agent = ClipAgent(index, cmodel, parity=False, reader=reader)  # ranks the hour's indexed frames
     agent.indices(0, n, "a red circle")  # warm-up (first text embedding)
-    pick_ms, with_frames_ms = [], []
-    for q in range(args.questions):
-        prompt = f"a {OPTIONS[q % 4]} shape number {q}"  # a new prompt each time: no text cache
+    pick_ms: list[float] = []
+    full_ms: list[float] = []
+    cached_ms: list[float] = []
+    with_frames_ms: list[float] = []
+    for q in range(args.questions):  # rounds alternate: the prompt's own tokens, then the full padded pass
+        for prefix, times in ((True, pick_ms), (False, full_ms)):
+            model.text_prefix = prefix
+            prompt = (
+                f"a {OPTIONS[q % 4]} shape number {q} {'own' if prefix else 'full'}"  # new: no text cache
+            )
+            t0 = time.perf_counter()
+            agent.indices(0, n, prompt)
+            times.append((time.perf_counter() - t0) * 1000)
+    model.text_prefix = True
+    for q in range(args.questions):  # asked again: the text-embedding cache
         t0 = time.perf_counter()
-        agent.indices(0, n, prompt)
-        pick_ms.append((time.perf_counter() - t0) * 1000)
+        agent.indices(0, n, f"a {OPTIONS[q % 4]} shape number {q} own")
+        cached_ms.append((time.perf_counter() - t0) * 1000)
     decoded_before = sum(reader.decoded.values())
     for q in range(args.questions):
         t0 = time.perf_counter()
@@ -447,6 +463,9 @@ def _question_costs(cell: dict, model, args) -> dict:
     out = dict(
         question_video=f"{cell['length']} {cell['res']} gop{cell['gop']}",
         question_ms=round(float(np.median(pick_ms)), 2),
+        question_ms_full_pass=round(float(np.median(full_ms)), 2),
+        question_speedup_vs_full_pass=round(float(np.median(full_ms)) / float(np.median(pick_ms)), 3),
+        question_ms_asked_again=round(float(np.median(cached_ms)), 3),
         clip_sample_with_frames_ms=round(float(np.median(with_frames_ms)), 2),
         clip_sample_images_encoded=cmodel.images,  # 0: every candidate came from the index
         clip_sample_frames_decoded=sum(reader.decoded.values()) - decoded_before,  # the 4 shown per call
@@ -491,9 +510,13 @@ def episode_costs(cell: dict, args, pipe) -> dict:
     index = FrameIndex.build(
         cell["path"], clip._inner, "fps=1", cache_dir=cache, progress=False, pipeline=pipe
     )
+    from vidlab.video.frame_cache import CachedReader, FrameCache, video_key
+
+    frames = FrameCache()  # runs 3 and 4: shown frames through the evaluation's decoded-frame cache
     runs = []
-    for _ in range(2):
-        reader = Counting(open_video(cell["path"]))
+    for n in range(4):
+        counting = Counting(open_video(cell["path"]))
+        reader: Any = counting if n < 2 else CachedReader(counting, frames, video_key(cell["path"]))
         index.model, index._reader = clip, reader
         clip.images = 0
         agents = {
@@ -506,8 +529,8 @@ def episode_costs(cell: dict, args, pipe) -> dict:
         traj = run_episode(policy, reader, QUESTION, OPTIONS, cfg, agents)
         ms = (time.perf_counter() - t0) * 1000
         runs.append(
-            dict(ms=ms, calls=len(traj.tool_calls), encoded=clip.images, decoded=sum(reader.decoded.values()),
-                 distinct=len(reader.decoded), max_per_frame=max(reader.decoded.values(), default=0))
+            dict(ms=ms, calls=len(traj.tool_calls), encoded=clip.images, decoded=sum(counting.decoded.values()),
+                 distinct=len(counting.decoded), max_per_frame=max(counting.decoded.values(), default=0))
         )  # fmt: skip
     return dict(
         episode_ms=round(runs[0]["ms"], 1), episode_repeat_ms=round(runs[1]["ms"], 1),
@@ -515,6 +538,8 @@ def episode_costs(cell: dict, args, pipe) -> dict:
         episode_max_decodes_per_frame=runs[0]["max_per_frame"],
         episode_images_encoded=runs[0]["encoded"], episode_repeat_images_encoded=runs[1]["encoded"],
         episode_calls=runs[0]["calls"],
+        episode_frame_cache_first_ms=round(runs[2]["ms"], 1), episode_frame_cache_repeat_ms=round(runs[3]["ms"], 1),
+        episode_frame_cache_repeat_decoded=runs[3]["decoded"],
     )  # fmt: skip
 
 
@@ -653,7 +678,8 @@ def main(argv=None) -> int:
             "decode_speedup_2 (720p) >= 1.6": (figures.get("decode_speedup_2") or 0)
             >= TARGETS["decode_speedup_2"],
             "rss_ratio_60_10 <= 1.2": figures.get("rss_ratio_60_10", 9) <= TARGETS["rss_ratio_60_10"],
-            "question_ms <= 50 (CPU, an hour)": figures.get("question_ms", 1e9) <= TARGETS["question_ms"],
+            "question_ms <= 20 (one CPU thread, an hour)": figures.get("question_ms", 1e9)
+            <= TARGETS["question_ms"],
         }
         figures["targets"] = {k: ("met" if v else "not met") for k, v in met.items()}
         for k, v in figures["targets"].items():

@@ -9,7 +9,14 @@ folder and an empty frame-index cache:
 * ``local``: the local backend, uninterrupted (the reference);
 * ``ray``: the Ray backend with ``--workers`` actors on a local Ray bound to 127.0.0.1;
 * ``resume``: the local backend, the ``toy:shipped`` invocation killed with SIGKILL once ``--kill-at`` of its
-  agent questions are recorded, then rerun to the end.
+  agent questions are recorded, then rerun to the end;
+* ``nocache``: the local backend with the decoded-frame cache off (``frame_cache_mb=0``): the path before the
+  cache, strategy by strategy, every question decoding its frames again.
+
+Each frame shown is decoded once per run: ``local`` (the cache on, its default budget unless ``--frame-cache-mb``)
+is compared with ``nocache`` in the same invocation: frames decoded against distinct frames shown (each eval-qa
+process's ``frame_cache.json``), wall time against the cache-off run, and the cache's peak bytes against its
+budget. Targets: decoded <= 1.05 x distinct shown; wall <= 0.6 x the cache-off run's; the cache within its budget.
 
 It checks, and exits 1 when one fails: every run's per-question records equal the local run's (without the
 run-dependent fields ``clip_index`` and ``seconds``, order-independent); the rerun after the kill redid none of
@@ -68,7 +75,16 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a lock file held (flock) during each timed run (local, ray), so timing benchmarks take turns",
     )
     ap.add_argument(
-        "--runs", nargs="+", default=["local", "ray", "resume"], choices=["local", "ray", "resume"]
+        "--runs",
+        nargs="+",
+        default=["local", "nocache", "ray", "resume"],
+        choices=["local", "nocache", "ray", "resume"],
+    )
+    ap.add_argument(
+        "--frame-cache-mb",
+        type=int,
+        default=None,
+        help="the cache's budget in the local run (default: eval-qa's)",
     )
     args = ap.parse_args(argv)
     args.size = "smoke" if args.smoke else "quick" if args.quick else "full"
@@ -125,10 +141,12 @@ class TreeMemory:
 
 
 def eval_command(data: Path, policy: str, strategies: list[str], out: Path, cache: Path, backend: str,
-                 workers: int) -> list[str]:  # fmt: skip
+                 workers: int, frame_cache_mb: int | None = None) -> list[str]:  # fmt: skip
     cmd = [sys.executable, "-c", CLI, "eval-qa", "--benchmark", "jsonl", "--data", str(data), "--policy", policy,
            "--clip-model", "auto", "--strategies", *strategies, "--out", str(out), f"cache_dir={cache}",
            "episode.frame_resize=fit"]  # fmt: skip
+    if frame_cache_mb is not None:
+        cmd.append(f"frame_cache_mb={frame_cache_mb}")
     if backend == "ray":
         cmd += ["--backend", "ray", "--num-workers", str(workers)]
     return cmd
@@ -252,7 +270,8 @@ def do_run(name: str, args: argparse.Namespace, data: Path, n_questions: int) ->
         if name == "resume" and policy != POLICIES[0][0]:
             continue  # the kill and rerun concern the first invocation; the others are the local run's
         out = run_dir / _policy_dir(policy)
-        cmd = eval_command(data, policy, strategies, out, cache, backend, args.workers)
+        budget = 0 if name == "nocache" else args.frame_cache_mb
+        cmd = eval_command(data, policy, strategies, out, cache, backend, args.workers, budget)
         if name != "resume":
             parts.append(run_eval(cmd, log))
             continue
@@ -289,6 +308,35 @@ def do_run(name: str, args: argparse.Namespace, data: Path, n_questions: int) ->
         "dir": run_dir,
         "resume": resume,
     }
+
+
+def frames_decoded(run_dir: Path) -> dict[str, Any]:
+    """Per eval-qa invocation (policy) of a local run: frames decoded, distinct frames shown, the cache's peak
+    and budget (its ``frame_cache.json``), and the distinct frames shown counted again from the records."""
+    out: dict[str, Any] = {}
+    for policy, _ in POLICIES:
+        d = run_dir / _policy_dir(policy)
+        path = d / "frame_cache.json"
+        if not path.is_file():
+            continue
+        st = json.loads(path.read_text())
+        shown = {
+            (r["result"]["video_path"], i)
+            for sd in sorted(d.glob("*/results.jsonl"))
+            for r in _lines(sd)
+            if r.get("status") == "ok"
+            for i in r["result"]["frame_indices"]
+        }
+        out[_policy_dir(policy)] = {
+            "decoded": st["decoded"],
+            "distinct_shown": len(shown),
+            "distinct_requested": st["distinct"],
+            "hits": st["hits"],
+            "peak_mb": st["peak_mb"],
+            "budget_mb": st["budget_mb"],
+            "decoded_per_distinct": round(st["decoded"] / max(1, len(shown)), 4),
+        }
+    return out
 
 
 def summaries(run_dir: Path) -> dict[str, Any]:
@@ -388,6 +436,38 @@ def main(argv: list[str] | None = None) -> int:
     }
     if "local" in runs and "ray" in runs:
         figures["ray_speedup"] = round(runs["local"]["seconds"] / runs["ray"]["seconds"], 3)
+    decodes = {n: frames_decoded(runs[n]["dir"]) for n in ("local", "nocache") if n in runs}
+    if decodes:
+        figures["frames_decoded"] = decodes
+    if "local" in decodes and "nocache" in decodes:
+        on, off = decodes["local"], decodes["nocache"]
+        decoded_ratio = max(v["decoded_per_distinct"] for v in on.values())
+        wall_ratio = runs["local"]["seconds"] / runs["nocache"]["seconds"]
+        figures["frame_cache"] = {
+            "decoded_per_distinct_shown": decoded_ratio,  # the worst invocation
+            "decoded_per_distinct_shown_without": max(v["decoded_per_distinct"] for v in off.values()),
+            "decoded": sum(v["decoded"] for v in on.values()),
+            "decoded_without": sum(v["decoded"] for v in off.values()),
+            "distinct_shown": sum(v["distinct_shown"] for v in on.values()),
+            "wall_ratio": round(wall_ratio, 3),
+            "peak_rss_mb": round(runs["local"]["peak_rss_mb"], 1),
+            "peak_rss_mb_without": round(runs["nocache"]["peak_rss_mb"], 1),
+            "cache_peak_mb": max(v["peak_mb"] for v in on.values()),
+            "budget_mb": max(v["budget_mb"] for v in on.values()),
+        }
+        fc = figures["frame_cache"]
+        met = {
+            "decoded <= 1.05 x distinct shown": decoded_ratio <= 1.05,
+            "wall <= 0.6 x the cache-off run": wall_ratio <= 0.6,
+            "cache within its budget": fc["cache_peak_mb"] <= fc["budget_mb"],
+            "RSS above the cache-off run within the budget": fc["peak_rss_mb"] - fc["peak_rss_mb_without"]
+            <= fc["budget_mb"],
+        }
+        figures["frame_cache"]["targets"] = {k: "met" if v else "not met" for k, v in met.items()}
+        for k, v in figures["frame_cache"]["targets"].items():
+            print(f"target {k}: {v}", flush=True)
+        print(f"frames decoded {fc['decoded']} (without the cache {fc['decoded_without']}), distinct shown "
+              f"{fc['distinct_shown']}; wall {wall_ratio:.3f} of the cache-off run", flush=True)  # fmt: skip
     if ref is not None:
         figures["results"] = summaries(ref["dir"])
         rows = []
