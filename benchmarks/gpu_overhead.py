@@ -425,6 +425,18 @@ def measure(
     return row, tr
 
 
+def index_command(args: argparse.Namespace, work: str) -> list[str]:
+    """The ``longvideo.py`` command line of the index section (GPU: 10- and 60-minute 720p, GOP 250, half the
+    cores as decode workers, PyAV making the videos where Debian's ffmpeg CLI is missing)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "longvideo.py"), "--workdir", work, "--no-processes"]
+    if args.dry_run:
+        return cmd + ["--smoke", "--device", "cpu", "--no-questions"]
+    workers = max(2, min(8, (os.cpu_count() or 4) // 2))
+    maker = "ffmpeg" if shutil.which("ffmpeg") else "pyav"
+    return cmd + ["--device", args.device, "--lengths", "10min", "60min", "--sizes", "720p", "--gops", "250",
+                  "--workers", str(workers), "--maker", maker]  # fmt: skip
+
+
 def index_section(args: argparse.Namespace, timeout: float) -> dict[str, Any]:
     """The whole index pipeline: ``benchmarks/longvideo.py`` on the GPU (10- and 60-minute 720p videos), or its
     ``--smoke`` size on the CPU in a dry run; its JSON is the row's ``longvideo``."""
@@ -432,14 +444,7 @@ def index_section(args: argparse.Namespace, timeout: float) -> dict[str, Any]:
 
     row: dict[str, Any] = {"section": "index"}
     work = tempfile.mkdtemp(prefix="vidlab-gpu-index-")
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "longvideo.py"), "--workdir", work, "--no-processes"]
-    if args.dry_run:
-        cmd += ["--smoke", "--device", "cpu", "--no-questions"]
-    else:
-        workers = max(2, min(8, (os.cpu_count() or 4) // 2))
-        maker = "ffmpeg" if shutil.which("ffmpeg") else "pyav"
-        cmd += ["--device", args.device, "--lengths", "10min", "60min", "--sizes", "720p", "--gops", "250",
-                "--workers", str(workers), "--maker", maker]  # fmt: skip
+    cmd = index_command(args, work)
     row["command"] = " ".join(cmd[1:]).replace(str(ROOT) + "/", "")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(1.0, timeout), cwd=ROOT)

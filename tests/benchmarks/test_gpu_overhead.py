@@ -53,6 +53,25 @@ def test_configs_sizes_and_the_time_guard_estimate():
     assert G.plan(sub) == ["14b/native", "14b/compile"]
 
 
+def test_the_gpu_index_command_is_one_longvideo_accepts():
+    """The index section's GPU command line, parsed by longvideo.py's own parser (a flag it lost fails here)."""
+    from benchmarks import longvideo
+
+    cmd = G.index_command(G.parse_args(["--out", "x.json"]), "/tmp/work")
+    assert cmd[1].endswith("benchmarks/longvideo.py")
+    a = longvideo.parse(cmd[2:])
+    assert (a.device, a.lengths, a.sizes, a.gops, a.workdir) == (
+        "cuda",
+        ["10min", "60min"],
+        ["720p"],
+        [250],
+        "/tmp/work",
+    )
+    assert a.maker in ("ffmpeg", "pyav") and a.workers >= 2 and a.ask and not a.quick
+    dry = longvideo.parse(G.index_command(G.parse_args(["--dry-run"]), "/tmp/work")[2:])
+    assert dry.quick and dry.device == "cpu" and not dry.ask
+
+
 def test_tiny_build_is_bf16_except_the_fp32_modules():
     import torch
 
