@@ -474,7 +474,13 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--split", help="videomme: short|medium|long; longvideobench: val|test; mlvu/jsonl: a task/category"
     )
-    p.add_argument("--video-dir", help="where the videos are, if not in the release layout under --data")
+    p.add_argument(
+        "--video-dir",
+        "--video-root",
+        dest="video_dir",
+        help="where the videos are, if not in the release layout under --data (a jsonl file: its own folder); "
+        "--video-root is the same flag, named as in classify and train-agent",
+    )
     p.add_argument(
         "--policy",
         help="policy spec: toy:where (the default toy policy), toy:shipped, toy:DIR, hf:..., hf-tiny:..., "

@@ -93,6 +93,13 @@ def test_video_root_wins_over_the_data_files_folder(bench, elsewhere, tmp_path, 
     rc = classify_main([*argv, "--video-root", str(bench.parent), "--overwrite"])
     assert rc == 0, _err(capsys)
     assert len(labelled.read_text().splitlines()) == 4
+    # eval-qa takes the same flag (its --video-dir): the same rows, their videos under the root
+    ev = ["--benchmark", "jsonl", "--data", str(rows), "--policy", "const:B", "--strategies", "uniform:4"]
+    assert eval_qa_main([*ev, "--out", str(tmp_path / "e1")]) == NONE_OK
+    _err(capsys)
+    assert eval_qa_main([*ev, "--out", str(tmp_path / "e2"), "--video-root", str(bench.parent)]) == 0, _err(
+        capsys
+    )
 
 
 def test_a_missing_video_is_a_named_failure_not_a_silent_wrong_answer(bench, elsewhere, tmp_path, capsys):
