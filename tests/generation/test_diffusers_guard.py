@@ -87,6 +87,36 @@ def test_attention_backend_registry_and_dispatch_signature():
     torch.testing.assert_close(out, ref.transpose(1, 2))  # (B, S, H, D) in and out
 
 
+def test_backends_that_reject_masks_are_the_ones_lam_routes_around():
+    """processor.mask_backend reads the registry (``_backends``, ``AttentionBackendName.NATIVE``) and classifies
+    backends by name: every registered backend whose code refuses ``attn_mask`` must be classified mask-less (a new
+    one in a diffusers upgrade fails here), and SDPA must be there to take the masked calls."""
+    import re
+
+    from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
+
+    from vidlab.generation.processor import mask_backend, takes_float_mask
+
+    assert AttentionBackendName.NATIVE in _AttentionBackendRegistry._backends
+    assert mask_backend("flash") is AttentionBackendName.NATIVE and takes_float_mask(
+        AttentionBackendName.NATIVE
+    )
+    refuse = re.compile(r"attn_mask.{0,40}not supported|does not support.{0,20}attn_mask")
+    rejecting = [
+        name.value
+        for name, fn in _AttentionBackendRegistry._backends.items()
+        if refuse.search(inspect.getsource(fn))
+    ]
+    assert "flash" in rejecting and "sage" in rejecting  # the pattern still finds the known ones
+    assert [n for n in rejecting if takes_float_mask(n)] == []
+    from diffusers import (
+        WanTransformer3DModel,
+    )  # regional compilation (compile_repeated_blocks) finds Wan's block
+
+    assert WanTransformer3DModel._repeated_blocks == ["WanTransformerBlock"]
+    assert callable(WanTransformer3DModel.compile_repeated_blocks)
+
+
 def test_wan_attention_processor_contract():
     from vidlab.generation.tiny import build_tiny_transformer
 
