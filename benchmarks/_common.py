@@ -50,6 +50,12 @@ def bench_args(description: str, epilog: str = "", argv: Sequence[str] | None = 
     return args
 
 
+def smoke_size_note(what: str) -> str:
+    """The line a ``--quick``/``--smoke`` run prints beside its figures, which come from too few items (or too few
+    steps) to mean anything: a failed gate or a large gain there says nothing about the method."""
+    return f"SMOKE-SIZE RUN ({what}): it shows that the benchmark runs; its gates, gains and accuracies mean nothing."
+
+
 def add_smoke_arg(ap: argparse.ArgumentParser) -> None:
     """The ``--smoke`` flag every benchmark takes (scripts with a parser of their own call this)."""
     ap.add_argument(

@@ -52,7 +52,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-from _common import emit_json, print_table  # noqa: E402
+from _common import emit_json, print_table, smoke_size_note  # noqa: E402
 
 KEYS = (
     "presence",
@@ -946,6 +946,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # 0. gates first
+    smoke = smoke_size_note(f"--quick: {n_test} test prompts x {len(seeds)} seed(s)") if q else None
     gate = gates(pipe, sampling, q)
     print(
         "gates: "
@@ -955,6 +956,8 @@ def main(argv: list[str] | None = None) -> int:
         ),
         flush=True,
     )
+    if smoke:
+        print(smoke, flush=True)
 
     # 1. calibration on the validation split only
     defaults = {
@@ -1167,6 +1170,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     print(f"targets: {targets}")
+    if smoke:
+        print(smoke)
     note = f"{done['multi']} test prompts x {len(seeds)} seeds"
     if args.plot:
         _plot(methods, pathlib.Path(args.plot), note)

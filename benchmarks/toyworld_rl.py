@@ -34,7 +34,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks._common import bench_args, emit_json, print_table  # noqa: E402
+from benchmarks._common import bench_args, emit_json, print_table, smoke_size_note  # noqa: E402
 
 METHODS = ("uniform-16", "uniform-56", "clip-topk", "sft", "grpo", "grpo-acc-only")
 KINDS = ("static", "needle", "count", "distractor")
@@ -649,6 +649,8 @@ def main(argv=None) -> int:
     out = pathlib.Path(args.out or (stem + "-quick" if args.quick else stem))
     preset = args.preset or PRESETS[args.world]
     t0 = time.perf_counter()
+    if args.quick:
+        print(smoke_size_note(f"--quick: small world and training, {len(args.seeds)} seed(s)"), flush=True)
     per_seed = []
     for s in args.seeds:
         d = str(out / f"seed{s}")
@@ -689,6 +691,8 @@ def write_figures(agg: dict, per_seed: list[dict], out: pathlib.Path, args, argv
     from vidlab.io import atomic_write_json
 
     seed_rows = agg.pop("seed_rows")
+    if args.quick:
+        print(smoke_size_note(f"--quick: small world and training, {len(per_seed)} seed(s)"))
     figures = {
         "quick": bool(args.quick),
         **agg,

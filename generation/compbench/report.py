@@ -388,6 +388,26 @@ def _coverage_lines(cov: dict[str, Any]) -> list[str]:
     return lines
 
 
+# fewer prompts per category than this, and a run's intervals are too wide to read anything from
+SMOKE_PROMPTS = 10
+
+
+def smoke_note(cfg: CompbenchConfig) -> str | None:
+    """One line saying that a run's figures mean nothing, where they cannot mean anything: a tiny Wan (random
+    weights, built in code) or a handful of prompts per category; None for a run whose figures can be read."""
+    from vidlab.generation.pipeline import TINY_MODELS
+
+    why = []
+    if cfg.generate.model in TINY_MODELS:
+        why.append(f"model `{cfg.generate.model}` has random weights")
+    n = cfg.prompts_per_category
+    if n is not None and n < SMOKE_PROMPTS:
+        why.append(f"{n} prompt(s) per category x {len(cfg.seeds)} seed(s)")
+    if not why:
+        return None
+    return f"SMOKE-SIZE RUN ({'; '.join(why)}): it checks the plumbing; its scores, gains and times mean nothing."
+
+
 def to_markdown(
     rows: list[dict[str, Any]],
     times: list[dict[str, Any]],
@@ -406,6 +426,8 @@ def to_markdown(
         f"{cfg.generate.frames} frames, {cfg.generate.steps} steps, seeds {cfg.seeds}, planner `{cfg.planner}`. "
         f"Cells: mean (delta vs baseline [{int(cfg.report.ci * 100)}% bootstrap CI over prompts]).",
     ]
+    smoke = smoke_note(cfg)
+    lines += ["", f"**{smoke}**"] if smoke else []
     methods = [m for m in dict.fromkeys(r["method"] for r in rows)]
     for metric in dict.fromkeys(r["metric"] for r in rows):
         sub = [r for r in rows if r["metric"] == metric]
@@ -492,7 +514,10 @@ def _gain_section(
         for cat in g["missing"]:
             why = gaps.get(g["metric"], {}).get(cat) or f"no scores of both {g['method']} and baseline"
             notes.append(f"- {g['metric']}, {g['method']}: **{cat}** left out ({why})")
-    return lines + ([""] + list(dict.fromkeys(notes)) if notes else [])
+    smoke = smoke_note(cfg)
+    return (
+        lines + ([""] + list(dict.fromkeys(notes)) if notes else []) + (["", f"**{smoke}**"] if smoke else [])
+    )
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

@@ -122,3 +122,28 @@ def test_official_csv_scores_enter_the_report(tmp_path):
         float(both["ci_low"]) == pytest.approx(0.25) == float(both["ci_high"])
     )  # every video +1 raw = +0.25
     assert "## official" in (out / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("model", "prompts", "smoke"),
+    [("tiny", None, "model `tiny` has random weights"), ("toyworld", 2, "2 prompt(s) per category x 1 seed(s)"),
+     ("toyworld", None, None)],
+)  # fmt: skip
+def test_a_smoke_size_run_says_its_figures_mean_nothing(model, prompts, smoke, tmp_path):
+    """Random weights or a handful of prompts: the report says so at its top and under its gains; a run whose
+    figures can be read gets no such line."""
+    from vidlab.generation.pipeline import GenerateConfig
+
+    out = tmp_path / "run"
+    _write(out, ["baseline", "both"])
+    cfg = CompbenchConfig(
+        out=str(out),
+        methods=["baseline", "both"],
+        prompts_per_category=prompts,
+        generate=GenerateConfig(model=model),
+    )
+    build_report(cfg)
+    md = (out / "report" / "report.md").read_text()
+    line = f"**SMOKE-SIZE RUN ({smoke}): it checks the plumbing; its scores, gains and times mean nothing.**"
+    for part in md.split("\n## Gain over the baseline"):  # at the top, and under the gains
+        assert ("SMOKE-SIZE" not in part) if smoke is None else (line in part)
