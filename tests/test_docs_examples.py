@@ -131,6 +131,10 @@ def workdir(tmp_path_factory):
     os.link(src, d / "videos" / "a.mp4")
     (d / "outputs").mkdir()
     os.link(src, d / "outputs" / "demo.mp4")  # contact-sheet's help reads what synth's help example writes
+    # the guides' examples read what `make quickstart` writes
+    (d / "outputs" / "quickstart" / "toyworld" / "test" / "videos").mkdir(parents=True)
+    os.link(src, d / "outputs" / "quickstart" / "synthetic.mp4")
+    os.link(src, d / "outputs" / "quickstart" / "toyworld" / "test" / "videos" / "200000.mp4")
     (d / "my_index.yaml").write_text(
         "run: {workers: 4, gpus_per_worker: 0.5}\n"
     )  # index's help: a user preset
