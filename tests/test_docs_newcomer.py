@@ -110,11 +110,31 @@ def test_every_readme_recipe_names_its_extra():
         assert re.search(r"`vidlab\[[a-z,]+\]`", p), p[:200]
 
 
+def _blocks(text: str) -> list[tuple[str, list[str]]]:
+    """The fenced blocks of a page, in order: (language, lines)."""
+    out: list[tuple[str, list[str]]] = []
+    lang, body = None, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if lang is None:
+                lang, body = line[3:].strip().lower(), []
+            else:
+                out.append((lang, body))
+                lang = None
+        elif lang is not None:
+            body.append(line)
+    return out
+
+
 @pytest.mark.parametrize("page", ["README.md", "docs/guides/training.md", "docs/guides/videobrain-qa.md"])
 def test_a_placeholder_data_file_points_at_the_quickstarts(page):
     """`--data train.jsonl` in a recipe says which file of `make quickstart` shows its format."""
-    for block in re.findall(r"```(?:bash|sh|)\n(.*?)```", _text(page), flags=re.S):
-        lines = block.splitlines()
+    found = 0
+    for lang, lines in _blocks(_text(page)):
+        if lang not in ("bash", "sh", ""):
+            continue
         for i, line in enumerate(lines):
             if line.startswith("vidlab") and "--data train.jsonl" in line:
+                found += 1
                 assert "outputs/quickstart/" in "\n".join(lines[:i]), f"{page}: {line}"
+    assert found, f"{page}: no recipe with --data train.jsonl (update this test's list)"
