@@ -133,4 +133,6 @@ class EvalConfig(QASettings):
     def __post_init__(self) -> None:
         validate(self)
         if not self.strategies:
-            raise ConfigError("strategies: expected at least one of agent, uniform:K, clip:K, topk:K, aks:K, bolt:K, got []")
+            raise ConfigError(
+                "strategies: expected at least one of agent, uniform:K, clip:K, topk:K, aks:K, bolt:K, got []"
+            )

@@ -235,7 +235,11 @@ def test_qa_strategy_menu_picks_frames_once(served, tmp_path):
     _, _, turns, gallery, final = served["client"].predict(
         handle_file(str(video)), row["question"], "\n".join(row["options"]), "uniform:16", api_name="/qa"
     )
-    assert final["tool_calls"] == 0 and final["frames_used"] == 16 and final["end_reason"] == "answered (uniform-16)"
+    assert (
+        final["tool_calls"] == 0
+        and final["frames_used"] == 16
+        and final["end_reason"] == "answered (uniform-16)"
+    )
     assert len(gallery) == 16 and "tool call" not in turns
 
 
