@@ -1,0 +1,161 @@
+"""Where a question's text time goes: the CLIP text tower's matrix products at a question's few positions.
+
+A question fills about 8 of the text tower's 77 positions (``vidlab.clip.text_tower`` runs only those), so each
+linear layer is an [M, K] x [K, N] product with M = 8: a skinny product whose weights are read from memory once
+per call. This benchmark times the tower's 48 products (ViT-B-32's shapes by default: 12 layers of q/k/v, out,
+fc and proj) on one torch thread, in the same run:
+
+  read floor        one pass summing every weight (the bytes a call must bring from memory, at best)
+  M = 1             one position: a matrix-vector product per layer (close to the read floor)
+  M = 2 ... 32      the kernels torch uses for ``F.linear`` (MKL's sgemm on x @ W.T), and the same product on a
+                    pre-transposed weight, oneDNN's linear (``torch._C._nn.mkldnn_linear``) and NumPy's BLAS
+  whole tower       ``ClipModel.embed_texts`` of a new 8-position prompt, own tokens and the full 77 positions
+
+Medians of ``--repeats`` rounds after 3 warm-ups. The figures say how far a question's text is from the read
+floor on this machine, and whether another kernel closes the gap: docs/results/qa-speed.md.
+
+    python benchmarks/text_tower_kernels.py                     # ViT-B-32 shapes (about 1 minute)
+    python benchmarks/text_tower_kernels.py --width 768 --layers 12 --no-tower
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one thread for every BLAS, NumPy's
+    os.environ[_var] = "1"  # too (set before NumPy loads its BLAS)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def _median_ms(fn, repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return round(float(np.median(times)), 2)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def products(width: int, layers: int, rows: list[int], repeats: int) -> dict:
+    """ms for the tower's 48 (by default) linear layers at each row count, per kernel."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    shapes = [(3 * width, width), (width, width), (4 * width, width), (width, 4 * width)] * layers
+    weights = [torch.randn(o, i, generator=g) for o, i in shapes]
+    biases = [torch.randn(o, generator=g) for o, _ in shapes]
+    transposed = [w.t().contiguous() for w in weights]
+    flat = torch.cat([w.reshape(-1) for w in weights])
+    flat_np = flat.numpy()
+    out: dict = {
+        "weights_mb": round(flat.numel() * 4 / 2**20, 1),
+        # the fastest of two single-thread reductions over every weight byte
+        "read_floor_ms": min(_median_ms(lambda: flat.sum(), repeats), _median_ms(lambda: flat_np.sum(), repeats)),
+    }
+    try:
+        dnn_w = [w.to_mkldnn() for w in weights]
+        dnn_b = [b.to_mkldnn() for b in biases]
+    except RuntimeError:  # a torch built without oneDNN
+        dnn_w = dnn_b = None
+    np_w = [w.numpy() for w in weights]
+    by_rows = {}
+    for m in rows:
+        xs = {k: torch.randn(m, k, generator=g) for k in (width, 4 * width)}
+        cell = {
+            "linear": _median_ms(
+                lambda: [torch.nn.functional.linear(xs[w.shape[1]], w, b) for w, b in zip(weights, biases)],
+                repeats,
+            ),
+            "pre_transposed": _median_ms(
+                lambda: [torch.addmm(b, xs[w.shape[1]], t) for w, t, b in zip(weights, transposed, biases)],
+                repeats,
+            ),
+        }
+        if dnn_w is not None:
+            xd = {k: v.to_mkldnn() for k, v in xs.items()}
+            cell["onednn"] = _median_ms(
+                lambda: [
+                    torch._C._nn.mkldnn_linear(xd[w.shape[1]], dw, db)
+                    for w, dw, db in zip(weights, dnn_w, dnn_b)
+                ],
+                repeats,
+            )
+        xn = {k: v.numpy() for k, v in xs.items()}
+        cell["numpy"] = _median_ms(lambda: [xn[w.shape[1]] @ w.T for w in np_w], repeats)
+        by_rows[str(m)] = cell
+    out["products_ms_by_rows"] = by_rows
+    return out
+
+
+def tower(model_name: str, repeats: int) -> dict:
+    """embed_texts of a new prompt (no text cache): own tokens against the full padded pass."""
+    from vidlab.clip import load_model
+
+    model = load_model(model_name)
+    model.embed_texts(["warm up"])
+    res = {}
+    for prefix in (True, False):
+        model.text_prefix = prefix
+        n = iter(range(10**6))
+        res["own_tokens_ms" if prefix else "full_pass_ms"] = _median_ms(
+            lambda: model.embed_texts([f"a red shape number {next(n)} {prefix}"]), repeats
+        )
+    res["positions"] = model.token_count("a red shape number 123 True")
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--width", type=int, default=512, help="text width (ViT-B-32: 512)")
+    ap.add_argument("--layers", type=int, default=12, help="text layers (ViT-B-32: 12)")
+    ap.add_argument("--rows", default="1,2,4,8,16,32", help="row counts (positions) to time")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--model", default="ViT-B-32", help="CLIP for the whole-tower figure (random weights)")
+    ap.add_argument("--no-tower", action="store_true", help="skip the whole-tower figure")
+    args = ap.parse_args(argv)
+    rows = [int(r) for r in args.rows.split(",") if r.strip()]
+    if not rows or min(rows) < 1:
+        ap.error(f"--rows: positive integers separated by commas, got {args.rows!r}")
+
+    import torch
+
+    torch.set_num_threads(1)
+    with torch.inference_mode():
+        result = {
+            "cpu": _cpu_name(),
+            "load_before": round(os.getloadavg()[0], 2),
+            "torch": torch.__version__,
+            "threads": 1,
+            **products(args.width, args.layers, rows, args.repeats),
+        }
+    if not args.no_tower:
+        result["tower"] = tower(args.model, args.repeats)
+    result["load_after"] = round(os.getloadavg()[0], 2)
+    floor = result["read_floor_ms"]
+    for m, cell in result["products_ms_by_rows"].items():
+        best = min(cell, key=cell.get)
+        print(f"M={m:>3}: " + "  ".join(f"{k} {v:.1f}" for k, v in cell.items()) + f"  (best {best}; read floor {floor:.1f} ms)")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
