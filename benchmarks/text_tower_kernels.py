@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import os
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one thread for every BLAS, NumPy's
+for _var in (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+):  # one thread for every BLAS, NumPy's
     os.environ[_var] = "1"  # too (set before NumPy loads its BLAS)
 
 import argparse  # noqa: E402
@@ -68,7 +72,9 @@ def products(width: int, layers: int, rows: list[int], repeats: int) -> dict:
     out: dict = {
         "weights_mb": round(flat.numel() * 4 / 2**20, 1),
         # the fastest of two single-thread reductions over every weight byte
-        "read_floor_ms": min(_median_ms(lambda: flat.sum(), repeats), _median_ms(lambda: flat_np.sum(), repeats)),
+        "read_floor_ms": min(
+            _median_ms(lambda: flat.sum(), repeats), _median_ms(lambda: flat_np.sum(), repeats)
+        ),
     }
     try:
         dnn_w = [w.to_mkldnn() for w in weights]
@@ -81,25 +87,29 @@ def products(width: int, layers: int, rows: list[int], repeats: int) -> dict:
         xs = {k: torch.randn(m, k, generator=g) for k in (width, 4 * width)}
         cell = {
             "linear": _median_ms(
-                lambda: [torch.nn.functional.linear(xs[w.shape[1]], w, b) for w, b in zip(weights, biases)],
+                lambda xs=xs: [
+                    torch.nn.functional.linear(xs[w.shape[1]], w, b) for w, b in zip(weights, biases)
+                ],
                 repeats,
             ),
             "pre_transposed": _median_ms(
-                lambda: [torch.addmm(b, xs[w.shape[1]], t) for w, t, b in zip(weights, transposed, biases)],
+                lambda xs=xs: [
+                    torch.addmm(b, xs[w.shape[1]], t) for w, t, b in zip(weights, transposed, biases)
+                ],
                 repeats,
             ),
         }
         if dnn_w is not None:
             xd = {k: v.to_mkldnn() for k, v in xs.items()}
             cell["onednn"] = _median_ms(
-                lambda: [
+                lambda xd=xd: [
                     torch._C._nn.mkldnn_linear(xd[w.shape[1]], dw, db)
                     for w, dw, db in zip(weights, dnn_w, dnn_b)
                 ],
                 repeats,
             )
         xn = {k: v.numpy() for k, v in xs.items()}
-        cell["numpy"] = _median_ms(lambda: [xn[w.shape[1]] @ w.T for w in np_w], repeats)
+        cell["numpy"] = _median_ms(lambda xn=xn: [xn[w.shape[1]] @ w.T for w in np_w], repeats)
         by_rows[str(m)] = cell
     out["products_ms_by_rows"] = by_rows
     return out
@@ -116,7 +126,7 @@ def tower(model_name: str, repeats: int) -> dict:
         model.text_prefix = prefix
         n = iter(range(10**6))
         res["own_tokens_ms" if prefix else "full_pass_ms"] = _median_ms(
-            lambda: model.embed_texts([f"a red shape number {next(n)} {prefix}"]), repeats
+            lambda n=n, prefix=prefix: model.embed_texts([f"a red shape number {next(n)} {prefix}"]), repeats
         )
     res["positions"] = model.token_count("a red shape number 123 True")
     return res
@@ -152,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     floor = result["read_floor_ms"]
     for m, cell in result["products_ms_by_rows"].items():
         best = min(cell, key=cell.get)
-        print(f"M={m:>3}: " + "  ".join(f"{k} {v:.1f}" for k, v in cell.items()) + f"  (best {best}; read floor {floor:.1f} ms)")
+        print(
+            f"M={m:>3}: "
+            + "  ".join(f"{k} {v:.1f}" for k, v in cell.items())
+            + f"  (best {best}; read floor {floor:.1f} ms)"
+        )
     print(json.dumps(result))
     return 0
 
