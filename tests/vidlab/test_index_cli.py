@@ -135,7 +135,7 @@ def test_search_skips_a_corrupt_cache_with_a_warning(videos, tmp_path, capsys, c
     victim = next(idx.glob("*.safetensors"))
     victim.write_bytes(victim.read_bytes()[:-50])
     with caplog.at_level("WARNING"):
-        assert search_main(["x", "--index", str(idx), "-k", "3"]) == 2  # a skipped video is a failure
+        assert search_main(["x", "--index", str(idx), "-k", "3"]) == 3  # a skipped video is a failed item
     out = capsys.readouterr()
     assert "over 9 frames of 1 videos (1 skipped)" in out.out
     assert "corrupt cache file" in out.err  # said once, by the command

@@ -54,7 +54,7 @@ def test_all_caches_corrupt_fails_with_one_line_per_video(indexed, tmp_path):
          "search", "a red circle", "--index", str(idx)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # nothing succeeded (vidlab.outcome)
     assert "0 results" not in proc.stdout and proc.stdout == ""
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     for video in caches:
@@ -65,7 +65,7 @@ def test_all_caches_corrupt_fails_with_one_line_per_video(indexed, tmp_path):
     assert len(lines) == 4, lines  # three skips and the error: no traceback, no duplicate
 
 
-def test_some_caches_skipped_still_searches_the_rest_and_exits_2(indexed, tmp_path, capsys, caplog):
+def test_some_caches_skipped_still_searches_the_rest_and_exits_3(indexed, tmp_path, capsys, caplog):
     idx = tmp_path / "idx"
     _index(indexed, idx)
     capsys.readouterr()
@@ -74,7 +74,7 @@ def test_some_caches_skipped_still_searches_the_rest_and_exits_2(indexed, tmp_pa
     bad.write_bytes(bad.read_bytes()[:-50])  # truncated
     gone.unlink()  # deleted
     with caplog.at_level("WARNING"):
-        assert search_main(["x", "--index", str(idx), "-k", "3"]) == 2
+        assert search_main(["x", "--index", str(idx), "-k", "3"]) == 3  # finished with some failures
     out = capsys.readouterr()
     assert "3 results for 'x' over 6 frames of 1 videos (2 skipped)" in out.out
     err = out.err.splitlines()
@@ -83,7 +83,7 @@ def test_some_caches_skipped_still_searches_the_rest_and_exits_2(indexed, tmp_pa
     assert gone_video in err[1] and "is missing" in err[1]
     assert "skipping" not in caplog.text  # the command prints them; nothing goes through logging as well
     # --json: the results on stdout, the skips on stderr, the same status
-    assert search_main(["x", "--index", str(idx), "-k", "2", "--json"]) == 2
+    assert search_main(["x", "--index", str(idx), "-k", "2", "--json"]) == 3
     out = capsys.readouterr()
     assert len([json.loads(line) for line in out.out.splitlines()]) == 2 and len(out.err.splitlines()) == 2
     # reindexing rebuilds both; the corpus is whole again and the status is 0

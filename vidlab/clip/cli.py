@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from vidlab.errors import UserError
+from vidlab.outcome import ALL_OK, NONE_OK, SOME_FAILED
 
 from .indexing import IndexConfig
 
@@ -307,11 +308,13 @@ def search_main(argv: list[str] | None = None) -> int:
         raise IndexInputError(f"--scorer {args.scorer} needs faiss: pip install 'vidlab[ann]' ({e})") from e
     for skip in corpus.skipped:
         print(f"vidlab search: {skip}", file=sys.stderr)
-    if corpus.skipped and not corpus.indexes:
-        raise IndexInputError(
-            f"nothing to search: all {len(corpus.skipped)} indexed videos were skipped (their caches are missing or "
-            f"fail their check); rerun `vidlab index` on them with --cache-dir {corpus.dir}"
+    if corpus.skipped and not corpus.indexes:  # the batch rule's "nothing succeeded" (vidlab.outcome)
+        print(
+            f"vidlab search: error: nothing to search: all {len(corpus.skipped)} indexed videos were skipped (their "
+            f"caches are missing or fail their check); rerun `vidlab index` on them with --cache-dir {corpus.dir}",
+            file=sys.stderr,
         )
+        return NONE_OK
     rows = corpus.search(args.query, k=args.k, nms_window=args.nms)
     if args.json:
         for r in rows:
@@ -323,4 +326,4 @@ def search_main(argv: list[str] | None = None) -> int:
         )
         for rank, r in enumerate(rows, 1):
             print(f"{rank:>3}  {r['score']:+.4f}  {r['time']:>9.2f}s  frame {r['frame']:>7}  {r['video']}")
-    return 2 if corpus.skipped else 0  # a skipped video is a failure, as a failed one is for `vidlab index`
+    return SOME_FAILED if corpus.skipped else ALL_OK  # a skipped video is a failed item (vidlab.outcome)
