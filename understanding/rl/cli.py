@@ -165,8 +165,13 @@ def _verl(argv: list[str]) -> int:
     except D.NoUsableRowsError as e:
         print(f"{VERL_PROG}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return _data_outcome(VERL_PROG, len(e.bad), e.bad, e.problems_path)
+    val = None
     if cfg.val_data:
-        val = D.convert(cfg.val_data, out / "val.parquet", tools=cfg.tools, video_root=cfg.video_root)
+        try:
+            val = D.convert(cfg.val_data, out / "val.parquet", tools=cfg.tools, video_root=cfg.video_root)
+        except D.NoUsableRowsError as e:  # verl cannot run without a validation set: nothing is launched
+            print(f"{VERL_PROG}: error: val_data: {' '.join(str(e).split())}", file=sys.stderr)
+            return _data_outcome(VERL_PROG, len(e.bad), _as_val(e.bad), e.problems_path)
         train_rows, val_rows, val_path, held = train.rows, val.rows, str(val.path), ""
     else:  # verl always builds a validation set: hold some training rows out (never validate on train)
         val_path = str(out / "val.parquet")
@@ -182,13 +187,31 @@ def _verl(argv: list[str]) -> int:
             else ""
         )
     )
-    print(f"val rows: {val_rows} -> {val_path}{held}")
+    print(
+        f"val rows: {val_rows} -> {val_path}{held}"
+        + (f"; {len(val.bad)} bad rows -> {val.problems_path}" if val is not None and val.bad else "")
+    )
     for key in ("tools", "agent_loop", "config"):
         print(f"{key}: {paths[key]}")
     print(f"launch (one node, {cfg.n_gpus_per_node} GPUs): bash {paths['launch']}")
     print(f"launch (Ray cluster): RAY_ADDRESS=http://HEAD:8265 bash {paths['ray_job']}")
     atomic_write_json(out / "train_report.json", {"train": train.to_dict(), "paths": paths})
-    return _data_outcome(VERL_PROG, train.rows + len(train.bad), train.bad, train.problems_path)
+    # every row read counts, the validation file's too: a bad validation row is a failed item like a training one
+    bad, total, files = (
+        list(train.bad),
+        train.rows + len(train.bad),
+        [train.problems_path] if train.bad else [],
+    )
+    if val is not None:
+        bad += _as_val(val.bad)
+        total += val.rows + len(val.bad)
+        files += [val.problems_path] if val.bad else []
+    return _data_outcome(VERL_PROG, total, bad, " and ".join(str(f) for f in files) or None)
+
+
+def _as_val(bad: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows of the validation file, named as such in the failure summary (``val:ID``)."""
+    return [{**b, "id": f"val:{b.get('id', '')}"} for b in bad]
 
 
 def trl_main(argv: list[str] | None = None) -> int:

@@ -150,3 +150,34 @@ def test_verl_names_each_unusable_row_and_exits_3_or_4(needles, tmp_path, capsys
     )
     err = capsys.readouterr().err
     assert "no usable rows" in err and "all 1 data row(s) failed:" in err and missing in err
+
+
+def test_verl_counts_the_validation_files_bad_rows_too(needles, tmp_path, capsys):
+    """val_data is read by the same rule: a bad validation row is a failed item (exit 3, named as val:ID, its
+    problems file listed); a validation file with no usable row launches nothing (exit 4)."""
+    from vidlab.outcome import NONE_OK, SOME_FAILED
+    from vidlab.understanding.rl.cli import verl_main
+
+    rows = [json.loads(x) for x in needles.read_text().splitlines()]
+    gone = {**rows[0], "id": "gone", "video": "videos/gone.mp4"}
+    val = needles.parent / "val_some_gone.jsonl"
+    val.write_text("".join(json.dumps(r) + "\n" for r in [rows[0], gone]))
+    out = tmp_path / "vb"
+    argv = ["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out)]
+    assert verl_main([*argv, f"val_data=jsonl:{val}"]) == SOME_FAILED
+    cap = capsys.readouterr()
+    assert "val rows: 1" in cap.out and "1 bad rows" in cap.out
+    missing = str(needles.parent / "videos" / "gone.mp4")
+    assert "1 of 4 data row(s) failed:" in cap.err and f"val:gone: video {missing!r} not found" in cap.err, (
+        cap.err
+    )
+    assert str(out / "val.parquet.problems.jsonl") in cap.err
+    assert (out / "launch.sh").is_file()
+    none = needles.parent / "val_all_gone.jsonl"
+    none.write_text(json.dumps(gone) + "\n")
+    out2 = tmp_path / "vb2"
+    argv2 = ["--preset", "verl-qwen3-vl-8b", "--data", f"jsonl:{needles}", "--out", str(out2)]
+    assert verl_main([*argv2, f"val_data=jsonl:{none}"]) == NONE_OK
+    err = capsys.readouterr().err
+    assert "error: val_data:" in err and "all 1 data row(s) failed:" in err and "val:gone" in err
+    assert not (out2 / "launch.sh").exists()
