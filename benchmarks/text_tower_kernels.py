@@ -16,6 +16,7 @@ floor on this machine, and whether another kernel closes the gap: docs/results/q
 
     python benchmarks/text_tower_kernels.py                     # ViT-B-32 shapes (about 1 minute)
     python benchmarks/text_tower_kernels.py --width 768 --layers 12 --no-tower
+    python benchmarks/text_tower_kernels.py --smoke                             # every part, seconds
 """
 
 from __future__ import annotations
@@ -140,7 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--model", default="ViT-B-32", help="CLIP for the whole-tower figure (random weights)")
     ap.add_argument("--no-tower", action="store_true", help="skip the whole-tower figure")
+    ap.add_argument(
+        "--smoke", action="store_true", help="every part at its smallest (2 layers, vidlab-tiny): seconds"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="ViT-B-32's shapes at 1 and 8 rows, 5 repeats: seconds"
+    )
     args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.repeats = "1,8", 5
+    if args.smoke:
+        args.layers, args.rows, args.repeats, args.model = 2, "1,8", 2, "vidlab-tiny"
     rows = [int(r) for r in args.rows.split(",") if r.strip()]
     if not rows or min(rows) < 1:
         ap.error(f"--rows: positive integers separated by commas, got {args.rows!r}")

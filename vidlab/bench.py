@@ -54,6 +54,7 @@ SMOKE: dict[str, list[str]] = {
     "rl_clip_tool": ["--smoke"],
     "sci_leakage": ["--smoke"],
     "sci_study": ["--smoke"],
+    "text_tower_kernels": ["--smoke"],
     "toyworld_rl": ["--smoke", "--out", TMP],  # a fresh run folder: the benchmark resumes from its folder
     "understanding_clip_agent": ["--smoke"],
 }

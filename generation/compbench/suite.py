@@ -142,6 +142,11 @@ def _prompt_dir(root: Path) -> Path:
 def load_suite(root: str | os.PathLike | None = None, strict_count: bool = True) -> Suite:
     """Read every category's prompts (and metadata where present) from ``root`` (see module docstring)."""
     base = Path(root).expanduser() if root else DEFAULT_DATA
+    if not base.is_dir() and not root:  # an install has no ../shared beside it: say what to pass
+        raise SuiteError(
+            f"no T2V-CompBench folder: pass data=PATH, a checkout of https://github.com/KaiyueSun98/T2V-CompBench "
+            f"(the default, {str(base)!r}, is the benchmark's copy beside a vidlab checkout, and it is not there)"
+        )
     if not base.is_dir():
         raise SuiteError(f"T2V-CompBench folder {str(base)!r} does not exist")
     pdir = _prompt_dir(base)

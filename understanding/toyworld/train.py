@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from vidlab.holds import GRPO, hold_at
 from vidlab.understanding.toyworld.clip_train import ClipTrainConfig
 from vidlab.understanding.toyworld.world import WorldConfig
 
@@ -678,6 +679,8 @@ def stage_grpo(
         disable=not cfg.progress,
     )
     for step in bar:
+        # a test seam (vidlab.holds): a test kills the run here, before this step; unset, no wait
+        hold_at(GRPO, step)
         t0 = time.perf_counter()
         rng = np.random.default_rng([cfg.seed, step, 17])
         batch = _grpo_batch(rows, g, rng)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from vidlab.errors import UserError
+from vidlab.holds import JOB, hold_at
 
 from .config import RunConfig
 from .job import open_job
@@ -313,19 +314,6 @@ def run_job(
     )
 
 
-# A test seam: with both set, the local backend waits before the item at position HOLD_AFTER of this run while the
-# file HOLD_FILE exists, so a test that kills a running job from outside does so after exactly that many items,
-# never in a race with the items that follow (``tests/generation/compbench/test_resume_kill.py``).
-HOLD_FILE_ENV, HOLD_AFTER_ENV = "VIDLAB_JOB_HOLD_FILE", "VIDLAB_JOB_HOLD_AFTER"
-
-
-def _hold_here(n: int) -> None:
-    hold, after = os.environ.get(HOLD_FILE_ENV), os.environ.get(HOLD_AFTER_ENV)
-    if hold and after and after.isdigit() and n == int(after):
-        while os.path.exists(hold):  # a signal ends the wait
-            time.sleep(0.05)
-
-
 def _run_local(
     pending: list[dict[str, Any]], worker_cls: type, kwargs: dict[str, Any], max_retries: int, rec: _Recorder
 ) -> None:
@@ -341,7 +329,7 @@ def _run_local(
         worker, "prefetch", None
     )  # optional: a worker may prepare the next item in the background
     for n, item in enumerate(pending):
-        _hold_here(n)
+        hold_at(JOB, n)  # a test seam (vidlab.holds): unset, it returns at once
         if prefetch is not None and n + 1 < len(pending):
             prefetch(pending[n + 1])
         for attempt in range(1, max_retries + 2):

@@ -99,3 +99,12 @@ def test_shared_benchmark():
     first = Path(DEFAULT_DATA / "prompts" / "5_action_binding.txt").read_text().split("\n")[0]
     assert s.get("action_binding-0001").text == first
     assert subject_phrases(s.get("action_binding-0001")) == ["a dog", "a cat"]
+
+
+def test_no_data_given_on_an_install_says_to_pass_data(tmp_path, monkeypatch):
+    """On an install there is no ../shared beside the package: the default's absence asks for data=PATH."""
+    from vidlab.generation.compbench import suite as S
+
+    monkeypatch.setattr(S, "DEFAULT_DATA", tmp_path / "site-packages" / "shared" / "data" / "t2v-compbench")
+    with pytest.raises(S.SuiteError, match=r"no T2V-CompBench folder: pass data=PATH"):
+        S.load_suite()

@@ -52,7 +52,16 @@ def _steps(log: Path) -> list[int]:
 @pytest.mark.slow
 def test_kill_mid_grpo_then_rerun_continues(tmp_path):
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # the run waits before GRPO step 2 while this file exists (vidlab.holds), and is killed there: in that state,
+    # never in a race with a machine fast enough to finish between two polls
+    hold = tmp_path / "hold"
+    hold.touch()
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "VIDLAB_GRPO_HOLD_FILE": str(hold),
+        "VIDLAB_GRPO_HOLD_AFTER": "2",
+    }
     proc = subprocess.Popen(
         _cmd(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -60,7 +69,8 @@ def test_kill_mid_grpo_then_rerun_continues(tmp_path):
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None and len(_steps(log)) < 2:
         time.sleep(0.2)
-    assert proc.poll() is None, f"finished before the kill: {proc.stdout.read().decode()[-2000:]}"
+    assert proc.poll() is None, f"ended before the hold: {proc.stdout.read().decode()[-2000:]}"
+    assert _steps(log) == [0, 1]  # held before step 2
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     clip_mtime = (out / "clip" / "open_clip_model.safetensors").stat().st_mtime_ns
