@@ -9,7 +9,8 @@ folder and an empty frame-index cache:
 * ``local``: the local backend, uninterrupted (the reference);
 * ``ray``: the Ray backend with ``--workers`` actors on a local Ray bound to 127.0.0.1;
 * ``resume``: the local backend, the ``toy:shipped`` invocation killed with SIGKILL once ``--kill-at`` of its
-  agent questions are recorded, then rerun to the end;
+  agent questions are recorded (where one job holds them all, it is held there, ``vidlab.holds``, so the kill
+  lands mid-run on any machine), then rerun to the end;
 * ``nocache``: the local backend with the decoded-frame cache off (``frame_cache_mb=0``): the path before the
   cache, strategy by strategy, every question decoding its frames again.
 
@@ -48,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import add_smoke_arg, emit_json, print_table  # noqa: E402
+from vidlab.holds import JOB  # noqa: E402
 
 # (policy, strategies) per eval-qa invocation; each policy brings its own CLIP (clip_model=auto)
 POLICIES: list[tuple[str, list[str]]] = [
@@ -160,14 +162,16 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_eval(cmd: list[str], log: Path, kill_when: Any = None) -> dict[str, Any]:
+def run_eval(
+    cmd: list[str], log: Path, kill_when: Any = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run one eval-qa invocation; ``kill_when()`` true -> SIGKILL to its process group. Wall time, peak tree RSS."""
     t0 = time.perf_counter()
     with log.open("a") as sink:
         sink.write("$ " + " ".join(cmd) + "\n")
         sink.flush()
         proc = subprocess.Popen(
-            cmd, stdout=sink, stderr=subprocess.STDOUT, env=_env(), start_new_session=True
+            cmd, stdout=sink, stderr=subprocess.STDOUT, env={**_env(), **(env or {})}, start_new_session=True
         )
         mem = TreeMemory(proc.pid)
         killed = False
@@ -279,9 +283,22 @@ def do_run(name: str, args: argparse.Namespace, data: Path, n_questions: int) ->
         target = max(1, int(args.kill_at * n_questions))
 
         def far_enough(path: Path = agent_results, target: int = target) -> bool:
-            return len([r for r in _lines(path) if r.get("status") == "ok"]) >= target
+            return (
+                sum("status" in r for r in _lines(path)) >= target
+            )  # any status: the held job wrote `target`
 
-        first = run_eval(cmd, log, kill_when=far_enough)
+        # the first invocation's job waits before its item number `target` while the hold file exists
+        # (vidlab.holds; the agent is the first strategy, so its job reaches the hold first): the kill lands
+        # mid-run however fast the machine, never after a small corpus has already finished between two polls.
+        # A full corpus runs video group by video group (one job per group, its item count restarting), where
+        # the poll alone times the kill, as before.
+        hold = run_dir / "hold"
+        hold.touch()
+        hold_env = {JOB[0]: str(hold), JOB[1]: str(target)}
+        try:
+            first = run_eval(cmd, log, kill_when=far_enough, env=hold_env)
+        finally:
+            hold.unlink(missing_ok=True)
         before = {r["id"] for r in _lines(agent_results) if r.get("status") == "ok"}
         second = run_eval(cmd, log)
         counts: dict[str, int] = {}
