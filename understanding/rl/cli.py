@@ -197,11 +197,9 @@ def _verl(argv: list[str]) -> int:
     print(f"launch (Ray cluster): RAY_ADDRESS=http://HEAD:8265 bash {paths['ray_job']}")
     atomic_write_json(out / "train_report.json", {"train": train.to_dict(), "paths": paths})
     # every row read counts, the validation file's too: a bad validation row is a failed item like a training one
-    bad, total, files = (
-        list(train.bad),
-        train.rows + len(train.bad),
-        [train.problems_path] if train.bad else [],
-    )
+    bad = list(train.bad)
+    total = train.rows + len(train.bad)
+    files = [train.problems_path] if train.bad else []
     if val is not None:
         bad += _as_val(val.bad)
         total += val.rows + len(val.bad)
