@@ -65,6 +65,19 @@ def add_smoke_arg(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux; else what ``platform`` says), for a record's machine."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def time_side_by_side(
     fns: dict[str, Callable[[], object]], repeats: int = 3, budget_s: float = 4.0, warmup: bool = False
 ) -> dict[str, dict[str, float]]:

@@ -34,7 +34,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from benchmarks._common import bench_args, emit_json, print_table, time_side_by_side  # noqa: E402
+from benchmarks._common import bench_args, cpu_name, emit_json, print_table, time_side_by_side  # noqa: E402
 
 EPILOG = """examples:
   python benchmarks/clip_index.py --quick          # < 60 s
@@ -92,16 +92,7 @@ def cores() -> dict:
 def cpu() -> dict:
     """The CPU: its name (``/proc/cpuinfo`` on Linux), and what the int8 kernel is compiled for (LLVM CPU,
     SIMD features, supported and used SIMD paths; see ``vidlab.clip.int8scan.target_description``)."""
-    import platform
-
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    name = cpu_name()
     try:
         from vidlab.clip.int8scan import target_description
 

@@ -11,8 +11,9 @@ fc and proj) on one torch thread, in the same run:
                     pre-transposed weight, oneDNN's linear (``torch._C._nn.mkldnn_linear``) and NumPy's BLAS
   whole tower       ``ClipModel.embed_texts`` of a new 8-position prompt, own tokens and the full 77 positions
 
-Medians of ``--repeats`` rounds after 3 warm-ups. The figures say how far a question's text is from the read
-floor on this machine, and whether another kernel closes the gap: docs/results/qa-speed.md.
+Medians of ``--repeats`` rounds after one warm-up each, the contenders of a figure alternating round by round.
+The figures say how far a question's text is from the read floor on this machine, and whether another kernel
+closes the gap: docs/results/qa-speed.md.
 
     python benchmarks/text_tower_kernels.py                     # ViT-B-32 shapes (about 1 minute)
     python benchmarks/text_tower_kernels.py --width 768 --layers 12 --no-tower
@@ -23,40 +24,21 @@ from __future__ import annotations
 
 import os
 
-for _var in (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-):  # one thread for every BLAS, NumPy's
-    os.environ[_var] = "1"  # too (set before NumPy loads its BLAS)
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # one thread for every BLAS, NumPy's too (set before NumPy loads its BLAS)
 
 import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
-
-
-def _median_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return round(float(np.median(times)), 2)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import add_smoke_arg, cpu_name, emit_json, time_side_by_side  # noqa: E402
 
 
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+def _medians_ms(fns: dict, repeats: int) -> dict[str, float]:
+    """Median ms per contender, timed in alternating rounds after one warm-up each (``time_side_by_side``)."""
+    timed = time_side_by_side(fns, repeats=repeats, budget_s=float("inf"), warmup=True)
+    return {k: round(v["median"] * 1000, 2) for k, v in timed.items()}
 
 
 def products(width: int, layers: int, rows: list[int], repeats: int) -> dict:
@@ -70,13 +52,9 @@ def products(width: int, layers: int, rows: list[int], repeats: int) -> dict:
     transposed = [w.t().contiguous() for w in weights]
     flat = torch.cat([w.reshape(-1) for w in weights])
     flat_np = flat.numpy()
-    out: dict = {
-        "weights_mb": round(flat.numel() * 4 / 2**20, 1),
-        # the fastest of two single-thread reductions over every weight byte
-        "read_floor_ms": min(
-            _median_ms(lambda: flat.sum(), repeats), _median_ms(lambda: flat_np.sum(), repeats)
-        ),
-    }
+    # the faster of two single-thread reductions over every weight byte
+    floors = _medians_ms({"torch": flat.sum, "numpy": flat_np.sum}, repeats)
+    out: dict = {"weights_mb": round(flat.numel() * 4 / 2**20, 1), "read_floor_ms": min(floors.values())}
     try:
         dnn_w = [w.to_mkldnn() for w in weights]
         dnn_b = [b.to_mkldnn() for b in biases]
@@ -86,31 +64,22 @@ def products(width: int, layers: int, rows: list[int], repeats: int) -> dict:
     by_rows = {}
     for m in rows:
         xs = {k: torch.randn(m, k, generator=g) for k in (width, 4 * width)}
-        cell = {
-            "linear": _median_ms(
-                lambda xs=xs: [
-                    torch.nn.functional.linear(xs[w.shape[1]], w, b) for w, b in zip(weights, biases)
-                ],
-                repeats,
-            ),
-            "pre_transposed": _median_ms(
-                lambda xs=xs: [
-                    torch.addmm(b, xs[w.shape[1]], t) for w, t, b in zip(weights, transposed, biases)
-                ],
-                repeats,
-            ),
+        xn = {k: v.numpy() for k, v in xs.items()}
+        fns = {
+            "linear": lambda xs=xs: [
+                torch.nn.functional.linear(xs[w.shape[1]], w, b) for w, b in zip(weights, biases)
+            ],
+            "pre_transposed": lambda xs=xs: [
+                torch.addmm(b, xs[w.shape[1]], t) for w, t, b in zip(weights, transposed, biases)
+            ],
         }
         if dnn_w is not None:
             xd = {k: v.to_mkldnn() for k, v in xs.items()}
-            cell["onednn"] = _median_ms(
-                lambda xd=xd: [
-                    torch._C._nn.mkldnn_linear(xd[w.shape[1]], dw, db)
-                    for w, dw, db in zip(weights, dnn_w, dnn_b)
-                ],
-                repeats,
-            )
-        xn = {k: v.numpy() for k, v in xs.items()}
-        cell["numpy"] = _median_ms(lambda xn=xn: [xn[w.shape[1]] @ w.T for w in np_w], repeats)
+            fns["onednn"] = lambda xd=xd: [
+                torch._C._nn.mkldnn_linear(xd[w.shape[1]], dw, db) for w, dw, db in zip(weights, dnn_w, dnn_b)
+            ]
+        fns["numpy"] = lambda xn=xn: [xn[w.shape[1]] @ w.T for w in np_w]
+        cell = _medians_ms(fns, repeats)
         by_rows[str(m)] = cell
     out["products_ms_by_rows"] = by_rows
     return out
@@ -122,13 +91,15 @@ def tower(model_name: str, repeats: int) -> dict:
 
     model = load_model(model_name)
     model.embed_texts(["warm up"])
-    res = {}
-    for prefix in (True, False):
+    n = iter(range(10**6))  # a new prompt every call: nothing from the text cache
+
+    def ask(prefix: bool) -> None:
         model.text_prefix = prefix
-        n = iter(range(10**6))
-        res["own_tokens_ms" if prefix else "full_pass_ms"] = _median_ms(
-            lambda n=n, prefix=prefix: model.embed_texts([f"a red shape number {next(n)} {prefix}"]), repeats
-        )
+        model.embed_texts([f"a red shape number {next(n)} {prefix}"])
+
+    timed = _medians_ms({"own_tokens_ms": lambda: ask(True), "full_pass_ms": lambda: ask(False)}, repeats)
+    model.text_prefix = True
+    res: dict = dict(timed)
     res["positions"] = model.token_count("a red shape number 123 True")
     return res
 
@@ -141,9 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--model", default="ViT-B-32", help="CLIP for the whole-tower figure (random weights)")
     ap.add_argument("--no-tower", action="store_true", help="skip the whole-tower figure")
-    ap.add_argument(
-        "--smoke", action="store_true", help="every part at its smallest (2 layers, vidlab-tiny): seconds"
-    )
+    add_smoke_arg(ap)  # every part at its smallest: 2 layers, rows 1 and 8, vidlab-tiny
     ap.add_argument(
         "--quick", action="store_true", help="ViT-B-32's shapes at 1 and 8 rows, 5 repeats: seconds"
     )
@@ -161,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     with torch.inference_mode():
         result = {
-            "cpu": _cpu_name(),
+            "cpu": cpu_name(),
             "load_before": round(os.getloadavg()[0], 2),
             "torch": torch.__version__,
             "threads": 1,
@@ -178,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             + "  ".join(f"{k} {v:.1f}" for k, v in cell.items())
             + f"  (best {best}; read floor {floor:.1f} ms)"
         )
-    print(json.dumps(result))
+    emit_json(result)
     return 0
 
 
