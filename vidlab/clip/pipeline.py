@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vidlab.config import in_range, validate
+from vidlab.holds import PIPELINE, hold_at
 
 if TYPE_CHECKING:
     from .models import ClipModel
@@ -46,9 +47,6 @@ if TYPE_CHECKING:
 STARTED_ENV = (
     "VIDLAB_PIPELINE_STARTED_FILE"  # touched once the threads run (tests interrupt `vidlab index` then)
 )
-# while this file exists the encoder waits before its first batch: a test that interrupts or kills `vidlab index`
-# from outside does so in that known state, never in a race with a run that might already have finished
-HOLD_ENV = "VIDLAB_PIPELINE_HOLD_FILE"
 JOIN_SECONDS = 60.0  # how long stopping waits for a worker that is inside one piece's decode
 
 
@@ -260,9 +258,9 @@ def embed_pipelined(
     if started:  # a test seam: tells a test driving `vidlab index` from outside that the workers run
         Path(started).touch()
     try:
-        hold = os.environ.get(HOLD_ENV)
-        while hold and Path(hold).exists():  # a test seam (see HOLD_ENV); a signal ends the wait
-            time.sleep(0.02)
+        # a test seam (vidlab.holds): while VIDLAB_PIPELINE_HOLD_FILE exists the encoder waits before its first
+        # batch, so a test that interrupts or kills `vidlab index` from outside does so in that known state
+        hold_at(PIPELINE, 0)
         while True:
             t_wait = time.perf_counter()
             try:
